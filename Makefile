@@ -1,0 +1,28 @@
+# Two commands a researcher needs: `make reproduce` and `make test`.
+# Both create the virtual environment first; nothing is installed by hand.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+PROFILE ?= cpu
+
+.PHONY: venv test test-slow clean-venv
+
+# Re-install whenever pyproject.toml changes. torch is pinned exactly in pyproject.toml, so pip takes the
+# local CPU wheel instead of resolving a CUDA build.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+test: venv
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -m slow
+
+clean-venv:
+	rm -rf $(VENV)
