@@ -13,6 +13,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def main() -> None:
+    """Reproduce 'Learning to Transduce with Unbounded Memory' (Grefenstette et al., 2015)."""
+
+
 @app.command()
 def version() -> None:
     """Print the pipeline's version."""
