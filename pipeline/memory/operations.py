@@ -98,7 +98,9 @@ def read_forward(s: Tensor, values: Tensor, from_top: bool) -> tuple[Tensor, Rea
 def read_backward(g_r: Tensor, trace: ReadTrace, values: Tensor, from_top: bool) -> Tensor:
     """Gradient of a read w.r.t. the strengths (eq. 18). The value rows' gradient, ``w[i] * g_r`` (eq. 15), is
     accumulated by the caller, which owns the value storage."""
-    g_w = torch.bmm(values, g_r.unsqueeze(-1)).squeeze(-1)
+    # g_w[i] = <V[i], g_r>. Written as (1 × m)·(m × n) per batch row: several times faster on CPU than the
+    # equivalent (n × m)·(m × 1) product, whose matrix-vector kernel handles the tall shape poorly.
+    g_w = torch.bmm(g_r.unsqueeze(1), values.transpose(1, 2)).squeeze(1)
     g_s = torch.where(trace.take_strength, g_w, 0.0)
     g_room = torch.where(trace.capped, g_w - g_s, 0.0)
     return g_s - exclusive_sum_adjoint(g_room, from_top)

@@ -1,0 +1,229 @@
+"""Typed configuration: frozen dataclasses, loaded from YAML and validated before any compute starts.
+
+The dataclasses mirror the YAML files under ``configs/``. :func:`from_dict` builds them from plain data and refuses
+unknown keys, wrong types and out-of-range values with an error that names the key's path (``training.lr``) and
+what is allowed. Every class also has ``to_dict`` so that a run can write the exact config it used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+MODEL_NAMES = ("lstm1", "lstm2", "lstm4", "lstm8", "stack", "queue", "deque")
+PAPER_LEARNING_RATES = (5e-3, 1e-3, 5e-4, 1e-4, 5e-5)
+
+
+class ConfigError(ValueError):
+    """A config value that is missing, unknown, of the wrong type or out of range. The message names its path."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The configs.
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One architecture (paper §3.4, §4.4). ``name`` is a key of :data:`MODEL_NAMES`."""
+
+    name: str = "stack"
+    hidden: int = 256  # LSTM hidden size: 256 or 512 in the paper
+    memory_width: int = 256  # m, the width of the memory's value rows
+    embedding: int = 64  # input and output embedding size (§4)
+    pop_bias: float = -1.0  # initial bias of every pop signal (appendix B)
+    implementation: Literal["fused", "reference"] = "reference"  # memory models: same maths, fused is faster
+
+    def validate(self, path: str) -> None:
+        _choice(f"{path}.name", self.name, MODEL_NAMES)
+        for key in ("hidden", "memory_width", "embedding"):
+            _positive(f"{path}.{key}", getattr(self, key))
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Optimisation and the training schedule (paper §4.4)."""
+
+    lr: float = 1e-3
+    batch_size: int = 10
+    max_batches: int = 20_000
+    seed: int = 0
+    clip: float = 1.0  # gradients clipped at 1 (§4.4) ...
+    clip_mode: Literal["norm", "value"] = "norm"  # ... "clipping all gradients above 1" allows either reading
+    rmsprop_alpha: float = 0.99  # smoothing constant of RMSProp's running average of squared gradients
+    rmsprop_eps: float = 1e-8
+    length_pool: int = 10  # batches drawn together and regrouped by length to cut padding (1 = off)
+    perplexity_every: int = 100  # average training perplexity window (§4.4)
+    eval_every: int = 1000  # coarse/fine accuracy every N batches (§4.4)
+    eval_size: int = 1000  # fresh training-length sequences per evaluation
+    test_eval_size: int = 1000  # cached test-length sequences per evaluation (at most the cached 1000)
+    checkpoint_every: int = 500  # "last" checkpoint for resuming after a crash
+    early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
+
+    def validate(self, path: str) -> None:
+        _positive(f"{path}.lr", self.lr)
+        for key in ("batch_size", "max_batches", "length_pool", "perplexity_every", "eval_every", "eval_size",
+                    "checkpoint_every"):
+            _positive(f"{path}.{key}", getattr(self, key))
+        _positive(f"{path}.clip", self.clip)
+        if not 0 < self.rmsprop_alpha < 1:
+            raise ConfigError(f"{path}.rmsprop_alpha must lie in (0, 1), got {self.rmsprop_alpha!r}")
+        _positive(f"{path}.rmsprop_eps", self.rmsprop_eps)
+        if not 1 <= self.test_eval_size <= 1000:
+            raise ConfigError(f"{path}.test_eval_size must lie in [1, 1000] (the cached set's size), got "
+                              f"{self.test_eval_size!r}")
+        if self.seed < 0:
+            raise ConfigError(f"{path}.seed must be >= 0, got {self.seed!r}")
+        if self.early_stop_patience < 0:
+            raise ConfigError(f"{path}.early_stop_patience must be >= 0 (0 turns early stopping off), got "
+                              f"{self.early_stop_patience!r}")
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """Where metrics go besides the CSV log, which is always written (it is what reports are made from)."""
+
+    wandb: Literal["offline", "online", "off"] = "offline"
+    project: str = "transduce"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one training run."""
+
+    task: str = "reversal"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    def validate(self, path: str = "") -> None:
+        from pipeline.tasks import TASK_NAMES
+
+        _choice(_join(path, "task"), self.task, TASK_NAMES)
+        self.model.validate(_join(path, "model"))
+        self.training.validate(_join(path, "training"))
+
+    def run_id(self) -> str:
+        """A readable id plus a hash of everything that changes the result (not the tracking settings)."""
+        m, t = self.model, self.training
+        digest = config_hash({"task": self.task, "model": to_dict(m), "training": to_dict(t)})
+        return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{digest}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loading and validation.
+
+
+def to_dict(config: Any) -> dict:
+    return dataclasses.asdict(config)
+
+
+def config_hash(data: Any, length: int = 8) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:length]
+
+
+def from_dict(cls: type, data: Any, path: str = ""):
+    """Build the dataclass ``cls`` from plain data, refusing unknown keys and wrong types, naming the key path."""
+    obj = _build(cls, data, path)
+    if hasattr(obj, "validate"):
+        obj.validate(path)
+    return obj
+
+
+def load_yaml(cls: type, file: str | Path):
+    file = Path(file)
+    if not file.is_file():
+        raise ConfigError(f"config file {str(file)!r} does not exist")
+    try:
+        data = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{file}: not valid YAML: {error}") from None
+    try:
+        return from_dict(cls, data if data is not None else {})
+    except ConfigError as error:
+        raise ConfigError(f"{file}: {error}") from None
+
+
+def _build(tp: Any, value: Any, path: str):
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path or 'config'} must be a mapping, got {_describe(value)}")
+        hints = typing.get_type_hints(tp)
+        fields = {f.name for f in dataclasses.fields(tp)}
+        unknown = sorted(set(value) - fields)
+        if unknown:
+            raise ConfigError(
+                f"unknown key {_join(path, str(unknown[0]))!r}; allowed keys here: {', '.join(sorted(fields))}"
+            )
+        kwargs = {key: _build(hints[key], val, _join(path, key)) for key, val in value.items()}
+        return tp(**kwargs)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{path} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _build(inner, value, path)
+    if origin in (tuple, list):
+        (inner, *_rest) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path} must be a list, got {_describe(value)}")
+        items = [_build(inner, item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            value = _parse_float(value, path)
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path} must be an integer, got {_describe(value)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path} must be true or false, got {_describe(value)}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path} must be a string, got {_describe(value)}")
+        return value
+    raise TypeError(f"unsupported config type {tp!r} at {path}")  # a bug in the dataclasses, not in the input
+
+
+def _parse_float(value: Any, path: str) -> float:
+    # YAML 1.1 reads "1e-3" (no dot) as a string; accept numeric strings, refuse anything else.
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"{path} must be a number, got {_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{path} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _positive(path: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{path} must be positive, got {value!r}")

@@ -1,0 +1,126 @@
+"""Coarse and fine accuracy (paper §4.3), by greedy decoding, and the per-length records behind the curves.
+
+For each sequence the model reads the source and the separator, then generates the target greedily: the most
+likely symbol at each step, fed back as the next input. With ``#correct_i`` the number of symbols right before
+the first error and ``|target_i|`` the target's length including ``</s>``:
+
+    coarse = #(sequences entirely right, </s> included) / #seqs
+    fine   = (1 / #seqs) * sum_i #correct_i / |target_i|
+
+One teacher-forced pass gives the same numbers. Up to the first error, greedy decoding feeds back exactly the
+reference symbols, so its inputs, and therefore its predictions, are those of the teacher-forced pass at every
+position up to and including the first error; what comes after the first error counts for neither metric. So
+``#correct_i`` is the length of the prefix on which the teacher-forced argmax matches the target, and generation
+never has to run step by step. :func:`greedy_correct_prefix` decodes literally, one step at a time; tests check the
+two agree on real model outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from pipeline.data.encoding import IGNORE_INDEX, Batch, JointVocabulary, collate
+from pipeline.models.base import TransductionModel
+from pipeline.tasks import Pair
+
+EVAL_BATCH_SIZE = 100
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Per-sequence results of one evaluation; the accuracies are derived from them."""
+
+    correct_prefix: Tensor  # (N,) symbols right before the first error
+    target_lengths: Tensor  # (N,) |target| + 1 (</s> included)
+    source_lengths: Tensor  # (N,)
+
+    @property
+    def coarse(self) -> float:
+        return coarse_accuracy(self.correct_prefix, self.target_lengths)
+
+    @property
+    def fine(self) -> float:
+        return fine_accuracy(self.correct_prefix, self.target_lengths)
+
+    def by_source_length(self) -> list[dict]:
+        """Coarse and fine accuracy per source length, for generalisation-by-length curves."""
+        rows = []
+        for length in torch.unique(self.source_lengths).tolist():
+            sel = self.source_lengths == length
+            rows.append(dict(source_length=int(length), n=int(sel.sum()),
+                             coarse=coarse_accuracy(self.correct_prefix[sel], self.target_lengths[sel]),
+                             fine=fine_accuracy(self.correct_prefix[sel], self.target_lengths[sel])))
+        return rows
+
+
+def coarse_accuracy(correct_prefix: Tensor, target_lengths: Tensor) -> float:
+    """Share of sequences whose whole target, </s> included, is right."""
+    return (correct_prefix == target_lengths).double().mean().item()
+
+
+def fine_accuracy(correct_prefix: Tensor, target_lengths: Tensor) -> float:
+    """Mean over sequences of (symbols right before the first error) / |target incl. </s>|."""
+    return (correct_prefix.double() / target_lengths.double()).mean().item()
+
+
+def correct_prefix_from_logits(logits: Tensor, batch: Batch) -> Tensor:
+    """#correct_i from one teacher-forced pass: the length of the longest prefix of the scored positions on which
+    the argmax equals the target (equal to greedy decoding's, see the module docstring)."""
+    scored = batch.targets != IGNORE_INDEX
+    wrong = scored & (logits.argmax(-1) != batch.targets)
+    # Scored positions are contiguous: position k+1+j holds target symbol j. The first wrong one ends the prefix.
+    start = batch.source_lengths + 1
+    positions = torch.arange(batch.targets.shape[1], device=logits.device).expand_as(wrong)
+    first_wrong = torch.where(wrong, positions, torch.full_like(positions, torch.iinfo(positions.dtype).max))
+    first_wrong = first_wrong.min(dim=1).values
+    return torch.minimum(first_wrong - start, batch.target_lengths)
+
+
+@torch.no_grad()
+def evaluate(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary,
+             batch_size: int = EVAL_BATCH_SIZE) -> Scores:
+    """Coarse/fine scores of ``model`` on ``pairs``, in batches of similar length to cut padding."""
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].source) + len(pairs[i].target))
+    prefix = torch.empty(len(pairs), dtype=torch.long)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = collate([pairs[i] for i in idx], vocab)
+        prefix[idx] = correct_prefix_from_logits(model(batch.inputs, batch.lengths), batch)
+    model.train(was_training)
+    return Scores(
+        correct_prefix=prefix,
+        target_lengths=torch.tensor([len(p.target) + 1 for p in pairs]),
+        source_lengths=torch.tensor([len(p.source) for p in pairs]),
+    )
+
+
+@torch.no_grad()
+def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary) -> Tensor:
+    """#correct_i by literal greedy decoding: read ``<s> source <|>``, then feed back the argmax each step until
+    ``</s>`` or |target| + 1 symbols (a longer output cannot have a longer correct prefix)."""
+    was_training = model.training
+    model.eval()
+    result = []
+    for pair in pairs:  # one sequence at a time: no padding, nothing shared, the plainest possible decoder
+        source = [vocab.BOS] + [vocab.source_input_id(s) for s in pair.source] + [vocab.SEP]
+        reference = [vocab.output_id(t) for t in pair.target] + [vocab.eos]
+        state = model.initial_state(1, capacity=len(source) + len(reference))
+        for token in source:
+            logits, state = model.step(torch.tensor([token]), state)
+        correct = 0
+        for expected in reference:
+            predicted = int(logits.argmax(-1))
+            if predicted != expected:
+                break
+            correct += 1
+            if predicted == vocab.eos:
+                break
+            logits, state = model.step(torch.tensor([vocab.target_input_id(predicted)]), state)
+        result.append(correct)
+    model.train(was_training)
+    return torch.tensor(result)

@@ -1,0 +1,130 @@
+"""Stack-, Queue- and DeQue-LSTMs: one LSTM controller wrapped around a neural memory (paper §3.4, appendix B).
+
+At step t the controller reads the input embedding concatenated with the previous read(s) and its previous state:
+
+    (h_t, c_t) = LSTM([i_t; r_{t-1}], (h_{t-1}, c_{t-1}))          o'_t = h_t
+    d_t = sigmoid(W_d o'_t + b_d)     u_t = sigmoid(W_u o'_t + b_u)     v_t = tanh(W_v o'_t + b_v)
+    o_t = tanh(W_o o'_t + b_o)                                       (the network output, see models.base)
+    r_t = memory.step(v_t, d_t, u_t)                                 (fed back at step t + 1)
+
+The DeQue-LSTM has a second set of d, u, v for the bottom end, and feeds both reads back. h_0 and c_0 are learned;
+r_0 and the memory start at zero. Every pop bias b_u starts at -1 (appendix B): a controller that initially pops
+more than it pushes uses the memory as one more recurrent layer and never learns to keep values on it.
+
+Two implementations of the same function, chosen by ``implementation``:
+
+* ``"reference"``: the equations above, one step at a time, with the memories of :mod:`pipeline.memory` and
+  autograd. This is the readable definition.
+* ``"fused"``: :mod:`pipeline.models.fused` runs the whole sequence in one autograd node with the backward written
+  out and the weight gradients of all steps computed as one matrix product. Tests check that it equals the reference,
+  outputs and gradients of every parameter.
+
+Padding: at right-padded positions d and u are forced to 0, so padding never pushes, pops or otherwise changes the
+memory (and, coming after every real position, cannot affect one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from pipeline.memory import NeuralDeQue, NeuralQueue, NeuralStack
+from pipeline.models.base import TransductionModel, live_mask
+
+MEMORIES = {"stack": NeuralStack, "queue": NeuralQueue, "deque": NeuralDeQue}
+
+
+@dataclass
+class ControllerState:
+    h: Tensor  # (B, H)
+    c: Tensor  # (B, H)
+    reads: Tensor  # (B, ends * m): r_{t-1}, both ends' reads side by side for the DeQue (top, then bottom)
+    memory: NeuralStack | NeuralQueue | NeuralDeQue
+
+
+class MemoryLSTM(TransductionModel):
+    def __init__(
+        self,
+        input_size: int,
+        output_size: int,
+        hidden: int,
+        embedding: int,
+        memory: str,
+        memory_width: int,
+        pop_bias: float = -1.0,
+        implementation: str = "reference",
+    ) -> None:
+        super().__init__(input_size, output_size, hidden, embedding)
+        if memory not in MEMORIES:
+            raise ValueError(f"memory must be one of {', '.join(MEMORIES)}; got {memory!r}")
+        if implementation not in ("fused", "reference"):
+            raise ValueError(f"implementation must be 'fused' or 'reference'; got {implementation!r}")
+        self.memory = memory
+        self.memory_width = memory_width
+        self.ends = 2 if memory == "deque" else 1
+        self.implementation = implementation
+        self.controller = nn.LSTMCell(embedding + self.ends * memory_width, hidden)
+        # One projection for all memory signals: [d (ends), u (ends), v (ends * m)], ends ordered (top, bottom).
+        self.signals = nn.Linear(hidden, self.ends * (2 + memory_width))
+        with torch.no_grad():
+            self.signals.bias[self.ends : 2 * self.ends].fill_(pop_bias)
+        self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
+        self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
+
+    # -- one step at a time: the reference definition ------------------------------------------------------------
+
+    def initial_state(self, batch_size: int, capacity: int | None = None) -> ControllerState:
+        memory = MEMORIES[self.memory](
+            batch_size=batch_size, width=self.memory_width, capacity=capacity, check_values=False
+        )
+        h = self.h0.expand(batch_size, -1)
+        return ControllerState(h, self.c0.expand(batch_size, -1), h.new_zeros(batch_size, self.ends * self.memory_width),
+                               memory)
+
+    def advance(self, x: Tensor, state: ControllerState, live: Tensor | None = None) -> tuple[Tensor, ControllerState]:
+        """One controller step on the input embedding x (B, E): returns o'_t = h_t and the next state."""
+        h, c = self.controller(torch.cat([x, state.reads], dim=-1), (state.h, state.c))
+        d, u, v = self.memory_signals(h)
+        if live is not None:
+            d, u = d * live.unsqueeze(-1), u * live.unsqueeze(-1)
+        m = self.memory_width
+        if self.ends == 1:
+            reads = state.memory.step(v, d[:, 0], u[:, 0])
+        else:
+            r_top, r_bot = state.memory.step(v[:, :m], v[:, m:], d[:, 0], d[:, 1], u[:, 0], u[:, 1])
+            reads = torch.cat([r_top, r_bot], dim=-1)
+        return h, ControllerState(h, c, reads, state.memory)
+
+    def memory_signals(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """d (B, ends), u (B, ends), v (B, ends * m) from the controller output."""
+        z = self.signals(h)
+        e = self.ends
+        return torch.sigmoid(z[:, :e]), torch.sigmoid(z[:, e : 2 * e]), torch.tanh(z[:, 2 * e :])
+
+    def step(self, tokens: Tensor, state: ControllerState) -> tuple[Tensor, ControllerState]:
+        h, state = self.advance(self.embed(tokens), state)
+        return self.readout(h), state
+
+    # -- the whole sequence --------------------------------------------------------------------------------------
+
+    def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
+        x = self.embed(inputs)
+        live = live_mask(lengths, inputs.shape[1], x)
+        if self.implementation == "fused":
+            from pipeline.models.fused import fused_controller_outputs
+
+            outputs = fused_controller_outputs(self, x, live)
+        else:
+            outputs = self.reference_controller_outputs(x, live)
+        return self.readout(outputs)
+
+    def reference_controller_outputs(self, x: Tensor, live: Tensor | None) -> Tensor:
+        """o'_1 .. o'_L (B, L, H), one :meth:`advance` per position."""
+        state = self.initial_state(x.shape[0], capacity=x.shape[1])
+        outputs = []
+        for t in range(x.shape[1]):
+            h, state = self.advance(x[:, t], state, None if live is None else live[:, t])
+            outputs.append(h)
+        return torch.stack(outputs, dim=1)

@@ -1,0 +1,134 @@
+"""Everything a run does on a schedule (paper §4.4), in one callback whose state goes into every checkpoint:
+
+* every ``perplexity_every`` batches: the average training perplexity of the window (the paper's model-selection
+  criterion);
+* every ``eval_every`` batches: coarse and fine accuracy on fresh training-length sequences and on the cached
+  test-length set; the checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training
+  accuracy can collapse after converging, so the last checkpoint is not necessarily the one to report);
+* early stop once training coarse accuracy has been 1.0 for ``early_stop_patience`` evaluations in a row;
+* every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash.
+  The logs are flushed first, so everything logged up to a checkpoint is on disk when it is written.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+
+from pipeline.data.encoding import JointVocabulary
+from pipeline.evaluation import evaluate
+from pipeline.tasks import Pair, Task
+
+FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
+
+
+def fresh_training_pairs(task: Task, seed: int, step: int, n: int) -> list[Pair]:
+    """``n`` new training-length sequences for the evaluation at ``step``, fixed by (seed, step)."""
+    return task.sample_batch(np.random.default_rng([seed, FRESH_EVAL_TAG, step]), "train", n)
+
+
+class TrainingMonitor(L.Callback):
+    def __init__(self, run_dir: Path, test_pairs: list[Pair]) -> None:
+        self.run_dir = Path(run_dir)
+        self.test_pairs = test_pairs
+        # state saved with every checkpoint
+        self.window_nll = 0.0
+        self.window_tokens = 0
+        self.last_perplexity = math.nan
+        self.best: dict | None = None  # {"step", "train_coarse", "train_fine", "train_perplexity"}
+        self.perfect_streak = 0
+        self.elapsed = 0.0  # wall seconds of training, summed over restarts
+        self.stopped_early = False
+        self._since = time.monotonic()
+
+    @property
+    def last_path(self) -> Path:
+        return self.run_dir / "checkpoints" / "last.ckpt"
+
+    @property
+    def best_path(self) -> Path:
+        return self.run_dir / "checkpoints" / "best.ckpt"
+
+    # -- checkpointed state -----------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        self._tick()
+        return dict(window_nll=self.window_nll, window_tokens=self.window_tokens,
+                    last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
+                    elapsed=self.elapsed, stopped_early=self.stopped_early)
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+        self._since = time.monotonic()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self.elapsed += now - self._since
+        self._since = now
+
+    # -- hooks ------------------------------------------------------------------------------------------------------
+
+    def on_train_start(self, trainer: L.Trainer, module) -> None:
+        self._since = time.monotonic()
+        if self.stopped_early:  # resumed after the run had already stopped: nothing left to train
+            trainer.should_stop = True
+
+    def on_train_batch_end(self, trainer: L.Trainer, module, outputs: dict, batch, batch_idx: int) -> None:
+        t = module.config.training
+        step = trainer.global_step
+        self.window_nll += float(outputs["nll"])
+        self.window_tokens += int(outputs["tokens"])
+        metrics = {}
+        if step % t.perplexity_every == 0:
+            self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
+            self.window_nll, self.window_tokens = 0.0, 0
+            metrics["train/perplexity"] = self.last_perplexity
+            module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
+        if step % t.eval_every == 0:
+            metrics.update(self._evaluate(trainer, module, step))
+        if metrics:
+            self._tick()
+            metrics["time/elapsed_s"] = self.elapsed
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=step)
+                logger.save()
+        if step % t.checkpoint_every == 0 or step % t.eval_every == 0 or trainer.should_stop:
+            self.save_last(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, module) -> None:
+        self.save_last(trainer)
+
+    # -- pieces -----------------------------------------------------------------------------------------------------
+
+    def _evaluate(self, trainer: L.Trainer, module, step: int) -> dict:
+        t = module.config.training
+        vocab: JointVocabulary = module.vocab
+        train = evaluate(module.model, fresh_training_pairs(module.task, t.seed, step, t.eval_size), vocab)
+        test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
+        metrics = {"train/coarse": train.coarse, "train/fine": train.fine, "test/coarse": test.coarse,
+                   "test/fine": test.fine}
+        module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
+        module.log("test_coarse", test.coarse, prog_bar=True, logger=False)
+
+        score = (train.coarse, train.fine)
+        if self.best is None or score >= (self.best["train_coarse"], self.best["train_fine"]):
+            # ties go to the later checkpoint, which has trained longer
+            self.best = dict(step=step, train_coarse=train.coarse, train_fine=train.fine,
+                             train_perplexity=self.last_perplexity)
+            trainer.save_checkpoint(self.best_path, weights_only=True)
+
+        self.perfect_streak = self.perfect_streak + 1 if train.coarse == 1.0 else 0
+        if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
+            self.stopped_early = True
+            trainer.should_stop = True
+        return metrics
+
+    def save_last(self, trainer: L.Trainer) -> None:
+        for logger in trainer.loggers:
+            logger.save()
+        trainer.save_checkpoint(self.last_path)

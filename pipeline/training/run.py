@@ -1,0 +1,183 @@
+"""One training run, from config to results, resumable: :func:`train` is what ``transduce train`` calls.
+
+Run directory (``runs/<run id>/`` by default; the id is readable plus a hash of the config)::
+
+    config.yaml               the resolved config (a directory belongs to exactly one config)
+    metrics.csv               Lightning's CSV log: perplexity every 100 batches, accuracies every eval_every
+    checkpoints/last.ckpt     for resuming; checkpoints/best.ckpt: the weights selected for reporting
+    results.json              written last, atomically: the run is finished once it exists
+    accuracy_by_length.csv    coarse/fine per source length on the cached train, test and long sets
+    wandb/                    the offline dashboard, unless tracking is off
+
+Run the same command again after a crash (even ``kill -9``) and it continues from ``last.ckpt`` with the same
+data stream; run it after it finished and it returns the stored results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import lightning as L
+import torch
+import yaml
+
+from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
+from pipeline.data.cache import load_eval_set
+from pipeline.evaluation import evaluate
+from pipeline.paths import DATA_CACHE, REPO_ROOT, RUNS_DIR
+from pipeline.training.logging import ResumableCSVLogger, atomic_write_text
+from pipeline.training.module import TransductionModule
+from pipeline.training.monitor import TrainingMonitor
+
+EVAL_SPLITS = ("train", "test", "long")
+
+
+def run_directory(config: RunConfig, runs_root: Path = RUNS_DIR) -> Path:
+    return Path(runs_root) / config.run_id()
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def claim_run_directory(config: RunConfig, run_dir: Path) -> None:
+    """Create ``run_dir`` for ``config``, or check that it already belongs to exactly this config."""
+    config_file = run_dir / "config.yaml"
+    if config_file.exists():
+        existing = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
+        if to_dict(existing) | {"tracking": None} != to_dict(config) | {"tracking": None}:
+            raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
+                              f"use another directory for {config.run_id()}")
+        return
+    atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+
+
+def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, resume_step: int | None,
+                  progress: bool) -> L.Trainer:
+    loggers = [ResumableCSVLogger(run_dir, keep_through_step=resume_step)]
+    if config.tracking.wandb != "off":
+        from pipeline.training.tracking import wandb_logger
+
+        loggers.append(wandb_logger(config, run_dir))
+    t = config.training
+    return L.Trainer(
+        max_steps=t.max_batches,
+        logger=loggers,
+        callbacks=[monitor],
+        gradient_clip_val=t.clip,
+        gradient_clip_algorithm=t.clip_mode,
+        enable_checkpointing=False,  # the monitor writes last.ckpt and best.ckpt itself
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        log_every_n_steps=t.perplexity_every,
+        accelerator="auto",
+        devices=1,
+        default_root_dir=str(run_dir),
+    )
+
+
+def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path = DATA_CACHE,
+          progress: bool = True) -> dict:
+    """Train (or resume, or just return the results of) the run described by ``config``."""
+    config.validate()
+    run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
+    results_file = run_dir / "results.json"
+    if results_file.exists():
+        return json.loads(results_file.read_text())
+    claim_run_directory(config, run_dir)
+    torch.set_num_threads(1)
+
+    eval_sets = {split: load_eval_set(config.task, split, cache_dir) for split in EVAL_SPLITS}
+    monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
+    last = monitor.last_path if monitor.last_path.exists() else None
+    resume_step = torch.load(last, map_location="cpu", weights_only=False)["global_step"] if last else None
+
+    L.seed_everything(config.training.seed, workers=True, verbose=False)
+    module = TransductionModule.from_config(config)
+    trainer = build_trainer(config, run_dir, monitor, resume_step, progress)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*IterableDataset.*__len__.*")
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch.*")
+        trainer.fit(module, ckpt_path=last)
+
+    results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir)
+    atomic_write_text(results_file, json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def final_results(module: TransductionModule, monitor: TrainingMonitor, batches: int, eval_sets: dict,
+                  run_dir: Path) -> dict:
+    """Evaluate the selected checkpoint on the cached sets and describe the run."""
+    if monitor.best_path.exists():
+        module.load_state_dict(torch.load(monitor.best_path, map_location="cpu", weights_only=False)["state_dict"])
+    started = time.monotonic()
+    scores = {split: evaluate(module.model, eval_sets[split].pairs, module.vocab) for split in EVAL_SPLITS}
+    by_length = [dict(split=split, **row) for split, s in scores.items() for row in s.by_source_length()]
+    header = ["split", "source_length", "n", "coarse", "fine"]
+    atomic_write_text(run_dir / "accuracy_by_length.csv",
+                      "\n".join([",".join(header)] + [",".join(str(r[k]) for k in header) for r in by_length]) + "\n")
+    config = module.config
+    return {
+        "run_id": config.run_id(),
+        "task": config.task,
+        "model": config.model.name,
+        "hidden": config.model.hidden,
+        "lr": config.training.lr,
+        "seed": config.training.seed,
+        "batches": batches,
+        "stopped_early": monitor.stopped_early,
+        "train_seconds": round(monitor.elapsed, 1),
+        "eval_seconds": round(time.monotonic() - started, 1),
+        "selected_step": monitor.best["step"] if monitor.best else batches,
+        "train_perplexity": monitor.best["train_perplexity"] if monitor.best else monitor.last_perplexity,
+        "final_train_perplexity": monitor.last_perplexity,
+        **{f"{split}_{metric}": getattr(s, metric) for split, s in scores.items() for metric in ("coarse", "fine")},
+        "eval_sizes": {split: len(eval_sets[split].pairs) for split in EVAL_SPLITS},
+        "commit": git_commit(),
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "host_threads": torch.get_num_threads(),
+    }
+
+
+def load_run(run_dir: Path, checkpoint: str = "best") -> TransductionModule:
+    """The module of a run directory with the weights of ``checkpoint`` ("best" or "last")."""
+    run_dir = Path(run_dir)
+    config_file = run_dir / "config.yaml"
+    if not config_file.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
+    if checkpoint not in ("best", "last"):
+        raise ConfigError(f"checkpoint must be 'best' or 'last', got {checkpoint!r}")
+    path = run_dir / "checkpoints" / f"{checkpoint}.ckpt"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
+    module = TransductionModule.from_config(from_dict(RunConfig, yaml.safe_load(config_file.read_text())))
+    module.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["state_dict"])
+    return module
+
+
+def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...] = EVAL_SPLITS, *,
+                 cache_dir: Path = DATA_CACHE) -> dict:
+    """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}."""
+    torch.set_num_threads(1)
+    module = load_run(run_dir, checkpoint)
+    out = {}
+    for split in splits:
+        pairs = load_eval_set(module.config.task, split, cache_dir).pairs
+        scores = evaluate(module.model, pairs, module.vocab)
+        out[split] = {"coarse": scores.coarse, "fine": scores.fine, "n": len(pairs)}
+    return out
