@@ -1,0 +1,208 @@
+"""Evaluation sets, generated once into ``data_cache/`` and verified every time they are loaded.
+
+Per task there are three sets of ``EVAL_SET_SIZE`` pairs: ``train`` (the paper's training-length condition),
+``test`` (its test-length condition) and ``long`` (ours, for accuracy-by-length curves). Set ``(task, split)`` is
+``task.sample_batch(np.random.default_rng(eval_seed(task, split)), split, EVAL_SET_SIZE)``, so any machine
+regenerates identical files.
+
+Layout, one pair of files per set::
+
+    data_cache/<task>/<split>.json           the pairs (token ids) and both vocabularies, one pair per line
+    data_cache/<task>/<split>.manifest.json  task, split, seed, size, generator version, task fingerprint, sha256
+
+A set is used only if its manifest matches what the current code would generate (generator version, task
+fingerprint, seed, size) and the data file matches the manifest's checksum and the task's vocabularies.
+Otherwise it is regenerated with a :class:`CacheWarning` that says what was wrong; it is never used silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.tasks import SPLITS, TASK_NAMES, Pair, check_split, check_task_name, get_task
+
+EVAL_SET_SIZE = 1000
+# Bump whenever a code change alters the sets a seed produces; every cached set then reads as stale.
+GENERATOR_VERSION = "1"
+DEFAULT_CACHE_DIR = "data_cache"
+
+# seed of set (task, split) = task base + split offset: copy/train 1001, ..., gender/long 5003.
+_TASK_SEED_BASE = {"copy": 1000, "reversal": 2000, "bigram_flip": 3000, "svo_sov": 4000, "gender": 5000}
+_SPLIT_SEED_OFFSET = {"train": 1, "test": 2, "long": 3}
+
+
+class CacheWarning(UserWarning):
+    """A cached evaluation set was missing, stale or corrupt and has been regenerated."""
+
+
+class _Unusable(Exception):
+    """Why a cached set cannot be used (the message ends up in the CacheWarning)."""
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    task: str
+    split: str
+    seed: int
+    pairs: tuple[Pair, ...]
+    source_vocab: tuple[str, ...]
+    target_vocab: tuple[str, ...]
+    generator_version: str = GENERATOR_VERSION
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+def eval_seed(task_name: str, split: str) -> int:
+    """The documented seed of evaluation set ``(task_name, split)``."""
+    check_split(split)
+    return _TASK_SEED_BASE[check_task_name(task_name)] + _SPLIT_SEED_OFFSET[split]
+
+
+def build_eval_set(task_name: str, split: str) -> EvalSet:
+    """Generate set ``(task_name, split)`` in memory (what the cache holds)."""
+    seed = eval_seed(task_name, split)
+    task = get_task(task_name)
+    pairs = task.sample_batch(np.random.default_rng(seed), split, EVAL_SET_SIZE)
+    return EvalSet(task_name, split, seed, tuple(pairs), task.source_vocab, task.target_vocab)
+
+
+def set_paths(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> tuple[Path, Path]:
+    """(data file, manifest file) of set ``(task_name, split)``."""
+    folder = Path(cache_dir) / task_name
+    return folder / f"{split}.json", folder / f"{split}.manifest.json"
+
+
+def write_eval_set(eval_set: EvalSet, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> Path:
+    """Write the data file, then its manifest, each atomically; returns the data file's path."""
+    data_path, manifest_path = set_paths(eval_set.task, eval_set.split, cache_dir)
+    header = {"task": eval_set.task, "split": eval_set.split, "seed": eval_set.seed,
+              "generator_version": eval_set.generator_version,
+              "source_vocab": list(eval_set.source_vocab), "target_vocab": list(eval_set.target_vocab)}
+    lines = ",\n".join(json.dumps([list(p.source), list(p.target)], separators=(",", ":")) for p in eval_set.pairs)
+    data = (json.dumps(header)[:-1] + ',\n"pairs": [\n' + lines + "\n]}\n").encode()
+    manifest = {"task": eval_set.task, "split": eval_set.split, "seed": eval_set.seed, "size": len(eval_set),
+                "source_lengths": list(SPLITS[eval_set.split]), "generator_version": eval_set.generator_version,
+                "task_fingerprint": get_task(eval_set.task).fingerprint(), "data_file": data_path.name,
+                "sha256": hashlib.sha256(data).hexdigest()}
+    _atomic_write(data_path, data)
+    _atomic_write(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
+    return data_path
+
+
+def read_eval_set(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> EvalSet:
+    """The cached set, verified; raises ``FileNotFoundError`` if absent and ``ValueError`` saying what is wrong
+    if it is stale or corrupt."""
+    try:
+        return _read_verified(task_name, split, cache_dir)
+    except _Unusable as problem:
+        raise ValueError(str(problem)) from None
+
+
+def load_eval_set(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> EvalSet:
+    """The cached set if it verifies; otherwise (missing, stale, corrupt) it is regenerated with a warning."""
+    check_task_name(task_name)
+    check_split(split)
+    try:
+        return _read_verified(task_name, split, cache_dir)
+    except FileNotFoundError as missing:
+        reason = f"missing ({missing.filename})"
+    except _Unusable as problem:
+        reason = str(problem)
+    warnings.warn(f"regenerating eval set {task_name}/{split} in {cache_dir}: {reason}", CacheWarning, stacklevel=2)
+    eval_set = build_eval_set(task_name, split)
+    write_eval_set(eval_set, cache_dir)
+    return eval_set
+
+
+def generate_eval_sets(task_names: Iterable[str] | None = None, splits: Iterable[str] | None = None,
+                       cache_dir: str | Path = DEFAULT_CACHE_DIR, force: bool = False,
+                       progress: Callable[[str], None] | None = None) -> list[EvalSet]:
+    """Fill the cache: every (task, split) set not already there and valid is generated (all of them with
+    ``force``). Stale or corrupt sets are replaced with a CacheWarning. ``progress`` is called with
+    ``"task/split"`` after each set. All names are checked before any work starts."""
+    task_names = list(TASK_NAMES if task_names is None else task_names)
+    splits = list(SPLITS if splits is None else splits)
+    for name in task_names:
+        check_task_name(name)
+    for split in splits:
+        check_split(split)
+    sets = []
+    for name in task_names:
+        for split in splits:
+            eval_set = None
+            if not force:
+                try:
+                    eval_set = _read_verified(name, split, cache_dir)
+                except FileNotFoundError:
+                    pass
+                except _Unusable as problem:
+                    warnings.warn(f"regenerating eval set {name}/{split} in {cache_dir}: {problem}", CacheWarning,
+                                  stacklevel=2)
+            if eval_set is None:
+                eval_set = build_eval_set(name, split)
+                write_eval_set(eval_set, cache_dir)
+            sets.append(eval_set)
+            if progress is not None:
+                progress(f"{name}/{split}")
+    return sets
+
+
+def _read_verified(task_name: str, split: str, cache_dir: str | Path) -> EvalSet:
+    data_path, manifest_path = set_paths(task_name, split, cache_dir)
+    if not manifest_path.exists() and not data_path.exists():
+        raise FileNotFoundError(2, "no cached set", str(data_path))
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as error:
+        raise _Unusable(f"manifest {manifest_path} is unreadable ({error})") from None
+    task = get_task(task_name)
+    expected = {"task": task_name, "split": split, "seed": eval_seed(task_name, split), "size": EVAL_SET_SIZE,
+                "generator_version": GENERATOR_VERSION, "task_fingerprint": task.fingerprint()}
+    for key, value in expected.items():
+        if manifest.get(key) != value:
+            raise _Unusable(f"stale: manifest {manifest_path} has {key}={manifest.get(key)!r}, "
+                            f"the current code makes {value!r}")
+    try:
+        data = data_path.read_bytes()
+    except OSError as error:
+        raise _Unusable(f"data file {data_path} is unreadable ({error})") from None
+    if hashlib.sha256(data).hexdigest() != manifest.get("sha256"):
+        raise _Unusable(f"corrupt: checksum of {data_path} does not match its manifest (edited or truncated?)")
+    try:
+        content = json.loads(data)
+        pairs = tuple(Pair(tuple(source), tuple(target)) for source, target in content["pairs"])
+        vocabularies = (tuple(content["source_vocab"]), tuple(content["target_vocab"]))
+    except (ValueError, KeyError, TypeError) as error:
+        raise _Unusable(f"corrupt: {data_path} does not parse ({error})") from None
+    if vocabularies != (task.source_vocab, task.target_vocab):
+        raise _Unusable(f"stale: the vocabularies in {data_path} differ from the task's")
+    low, high = SPLITS[split]
+    if len(pairs) != EVAL_SET_SIZE or not all(low <= len(p.source) <= high for p in pairs):
+        raise _Unusable(f"corrupt: {data_path} does not hold {EVAL_SET_SIZE} pairs of source length {low}..{high}")
+    return EvalSet(task_name, split, manifest["seed"], pairs, *vocabularies, manifest["generator_version"])
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it over ``path``: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temporary, "xb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

@@ -1,0 +1,99 @@
+"""The joint sequence ``<s> source <|> target </s>`` every model reads (paper §4).
+
+Inputs and outputs have separate vocabularies and embedding matrices (§4), so they are numbered separately:
+
+    input ids   0 <pad>, 1 <s>, 2 <|>, then the source symbols, then the target symbols
+    output ids  the target symbols, then </s>
+
+The model reads ``<s> a b <|> A B`` and is scored where it must predict ``A B </s>``: at the separator and at
+every target position. ``</s>`` is only ever predicted, never read; source positions are never scored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from pipeline.tasks import Pair, Task
+
+SPECIAL_INPUTS = ("<pad>", "<s>", "<|>")
+EOS = "</s>"
+IGNORE_INDEX = -100  # the default ignore_index of torch.nn.functional.cross_entropy
+
+
+@dataclass(frozen=True)
+class JointVocabulary:
+    """Input and output numbering for one task's source and target vocabularies."""
+
+    source: tuple[str, ...]
+    target: tuple[str, ...]
+
+    PAD: ClassVar[int] = 0
+    BOS: ClassVar[int] = 1
+    SEP: ClassVar[int] = 2
+
+    @classmethod
+    def for_task(cls, task: Task) -> JointVocabulary:
+        return cls(tuple(task.source_vocab), tuple(task.target_vocab))
+
+    @property
+    def input_size(self) -> int:
+        return len(SPECIAL_INPUTS) + len(self.source) + len(self.target)
+
+    @property
+    def output_size(self) -> int:
+        return len(self.target) + 1
+
+    @property
+    def eos(self) -> int:
+        """Output id of ``</s>``."""
+        return len(self.target)
+
+    @property
+    def input_words(self) -> tuple[str, ...]:
+        """Input id -> word, for printing what a model read."""
+        return SPECIAL_INPUTS + self.source + self.target
+
+    @property
+    def output_words(self) -> tuple[str, ...]:
+        """Output id -> word, for printing what a model predicted."""
+        return self.target + (EOS,)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Right-padded joint sequences. ``targets`` holds output ids at the scored positions, IGNORE_INDEX elsewhere."""
+
+    inputs: torch.Tensor  # (B, L) long
+    targets: torch.Tensor  # (B, L) long
+    lengths: torch.Tensor  # (B,) real input positions: |source| + |target| + 2
+    source_lengths: torch.Tensor  # (B,) |source|
+    target_lengths: torch.Tensor  # (B,) scored positions: |target| + 1 (</s> included)
+
+    def to(self, device: torch.device | str) -> Batch:
+        return Batch(*(getattr(self, name).to(device) for name in self.__dataclass_fields__))
+
+
+def collate(pairs: list[Pair], vocab: JointVocabulary) -> Batch:
+    """Encode ``pairs`` as one batch of joint sequences (see the module docstring for the layout)."""
+    if not pairs:
+        raise ValueError("cannot collate an empty list of pairs")
+    source_offset = len(SPECIAL_INPUTS)
+    target_offset = source_offset + len(vocab.source)
+    source_lengths = np.array([len(p.source) for p in pairs], dtype=np.int64)
+    target_lengths = np.array([len(p.target) for p in pairs], dtype=np.int64)
+    lengths = source_lengths + target_lengths + 2
+    inputs = np.full((len(pairs), lengths.max()), vocab.PAD, dtype=np.int64)
+    targets = np.full_like(inputs, IGNORE_INDEX)
+    for row, (pair, k, l) in enumerate(zip(pairs, source_lengths, target_lengths)):
+        inputs[row, 0] = vocab.BOS
+        inputs[row, 1:k + 1] = np.asarray(pair.source, dtype=np.int64) + source_offset
+        inputs[row, k + 1] = vocab.SEP
+        inputs[row, k + 2:k + 2 + l] = np.asarray(pair.target, dtype=np.int64) + target_offset
+        targets[row, k + 1:k + 1 + l] = pair.target
+        targets[row, k + 1 + l] = vocab.eos
+    return Batch(torch.from_numpy(inputs), torch.from_numpy(targets), torch.from_numpy(lengths),
+                 torch.from_numpy(source_lengths), torch.from_numpy(target_lengths + 1))

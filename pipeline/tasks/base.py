@@ -1,0 +1,62 @@
+"""What every task is: a pair of fixed vocabularies and a seeded sampler of (source, target) index pairs."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+
+# Inclusive source-length windows. "train" and "test" are the paper's two conditions (§4.1, §4.3); "long" is ours,
+# for accuracy-by-length curves beyond the test lengths.
+SPLITS: dict[str, tuple[int, int]] = {"train": (8, 64), "test": (65, 128), "long": (129, 256)}
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One example: indices into the task's ``source_vocab`` and ``target_vocab`` (no special symbols)."""
+
+    source: tuple[int, ...]
+    target: tuple[int, ...]
+
+
+def check_split(split: str) -> tuple[int, int]:
+    """The length window of ``split``; a clear error for anything else."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose from: {', '.join(SPLITS)}")
+    return SPLITS[split]
+
+
+def check_count(n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"the number of pairs must be a positive integer, got {n!r}")
+    return int(n)
+
+
+class Task(abc.ABC):
+    """A transduction task. Vocabularies are fixed by the task's definition, never derived from samples, so that
+    every model, cache file and report agrees on what index ``i`` means."""
+
+    name: str
+    source_vocab: tuple[str, ...]
+    target_vocab: tuple[str, ...]
+
+    def sample(self, rng: np.random.Generator, split: str = "train") -> Pair:
+        """One pair whose source length lies in the window of ``split``."""
+        return self.sample_batch(rng, split, 1)[0]
+
+    @abc.abstractmethod
+    def sample_batch(self, rng: np.random.Generator, split: str, n: int) -> list[Pair]:
+        """``n`` independent pairs from the window of ``split``, fully determined by the state of ``rng``."""
+
+    @abc.abstractmethod
+    def fingerprint(self) -> str:
+        """A short digest of the task's definition; caches made under another definition are stale."""
+
+    def decode(self, pair: Pair) -> dict[str, list[str]]:
+        """The pair as words, for people and JSON: ``{"source": [...], "target": [...]}``."""
+        return {"source": [self.source_vocab[i] for i in pair.source],
+                "target": [self.target_vocab[i] for i in pair.target]}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
