@@ -177,10 +177,10 @@ class Grammar:
             if not isinstance(entries, list) or not entries:
                 raise fail(f"non-terminal {lhs!r}: expected a non-empty list of {{p, rule}}")
             parsed = tuple(_parse_rule(lhs, entry, symbols, fail) for entry in entries)
-            total = sum(Fraction(rule.p).limit_denominator(10**6) for rule in parsed)
-            if abs(float(total) - 1.0) > 1e-9:
+            total = sum(rule.p for rule in parsed)
+            if abs(total - 1.0) > 1e-9:
                 listing = "; ".join(f"{rule.p:g}: {rule.text}" for rule in parsed)
-                raise fail(f"non-terminal {lhs!r}: probabilities sum to {float(total):g}, not 1 ({listing})")
+                raise fail(f"non-terminal {lhs!r}: probabilities sum to {total:g}, not 1 ({listing})")
             rules[lhs] = parsed
         if data["start"] not in rules:
             raise fail(f"start symbol {data['start']!r} is not a non-terminal; defined: {sorted(rules)}")
