@@ -53,7 +53,7 @@ class EvalSet:
     task: str
     split: str
     seed: int
-    pairs: tuple[Pair, ...]
+    pairs: list[Pair]
     source_vocab: tuple[str, ...]
     target_vocab: tuple[str, ...]
     generator_version: str = GENERATOR_VERSION
@@ -73,7 +73,7 @@ def build_eval_set(task_name: str, split: str) -> EvalSet:
     seed = eval_seed(task_name, split)
     task = get_task(task_name)
     pairs = task.sample_batch(np.random.default_rng(seed), split, EVAL_SET_SIZE)
-    return EvalSet(task_name, split, seed, tuple(pairs), task.source_vocab, task.target_vocab)
+    return EvalSet(task_name, split, seed, pairs, task.source_vocab, task.target_vocab)
 
 
 def set_paths(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> tuple[Path, Path]:
@@ -182,7 +182,7 @@ def _read_verified(task_name: str, split: str, cache_dir: str | Path) -> EvalSet
         raise _Unusable(f"corrupt: checksum of {data_path} does not match its manifest (edited or truncated?)")
     try:
         content = json.loads(data)
-        pairs = tuple(Pair(tuple(source), tuple(target)) for source, target in content["pairs"])
+        pairs = [Pair(tuple(source), tuple(target)) for source, target in content["pairs"]]
         vocabularies = (tuple(content["source_vocab"]), tuple(content["target_vocab"]))
     except (ValueError, KeyError, TypeError) as error:
         raise _Unusable(f"corrupt: {data_path} does not parse ({error})") from None

@@ -43,4 +43,5 @@ class TrainingStream:
         return self.batches(0)
 
     def __repr__(self) -> str:
-        return f"TrainingStream({self.task.name!r}, seed={self.seed}, batch_size={self.batch_size}, split={self.split!r})"
+        return (f"TrainingStream({self.task.name!r}, seed={self.seed}, batch_size={self.batch_size}, "
+                f"split={self.split!r})")

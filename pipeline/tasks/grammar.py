@@ -177,10 +177,10 @@ class Grammar:
             if not isinstance(entries, list) or not entries:
                 raise fail(f"non-terminal {lhs!r}: expected a non-empty list of {{p, rule}}")
             parsed = tuple(_parse_rule(lhs, entry, symbols, fail) for entry in entries)
-            total = sum(Fraction(rule.p).limit_denominator(10**6) for rule in parsed)
-            if abs(float(total) - 1.0) > 1e-9:
+            total = sum(rule.p for rule in parsed)
+            if abs(total - 1.0) > 1e-9:
                 listing = "; ".join(f"{rule.p:g}: {rule.text}" for rule in parsed)
-                raise fail(f"non-terminal {lhs!r}: probabilities sum to {float(total):g}, not 1 ({listing})")
+                raise fail(f"non-terminal {lhs!r}: probabilities sum to {total:g}, not 1 ({listing})")
             rules[lhs] = parsed
         if data["start"] not in rules:
             raise fail(f"start symbol {data['start']!r} is not a non-terminal; defined: {sorted(rules)}")
@@ -212,9 +212,9 @@ class Grammar:
         pairs = []
         for _ in range(n):
             for _attempt in range(max_attempts):
-                pair = self._derive(uniforms, max_length)
-                if pair is not None and len(pair[0]) >= min_length:
-                    pairs.append(pair)
+                root, length = self._derive(uniforms, max_length)
+                if root is not None and length >= min_length:
+                    pairs.append((self._linearize(root, 0), self._linearize(root, 1)))
                     break
             else:
                 raise RuntimeError(f"grammar {self.name!r}: no sentence of length {min_length}..{max_length} "
@@ -227,12 +227,14 @@ class Grammar:
         uniforms = _uniforms(rng)
         lengths = np.empty(n, dtype=np.int64)
         for k in range(n):
-            pair = self._derive(uniforms, max_length)
-            lengths[k] = max_length + 1 if pair is None else len(pair[0])
+            root, length = self._derive(uniforms, max_length)
+            lengths[k] = max_length + 1 if root is None else length
         return lengths
 
-    def _derive(self, uniforms: Iterator[float], max_length: int):
-        """One top-down derivation, or None once it must exceed ``max_length`` words or ``max_depth``."""
+    def _derive(self, uniforms: Iterator[float], max_length: int) -> tuple[list | None, int]:
+        """One top-down derivation tree and its source length; the tree is None once the derivation must exceed
+        ``max_length`` words or ``max_depth``. The length is counted without building the sentence, because most
+        derivations are rejected."""
         n_nonterminals = len(self._choices)
         root = [self._start_id, None, None]  # [symbol id, rule or word index, children]
         pending = [(root, 0)]
@@ -244,16 +246,16 @@ class Grammar:
                 node[1] = int(next(uniforms) * self._class_sizes[symbol - n_nonterminals])
                 continue
             if depth >= self.max_depth:
-                return None
+                return None, length
             cumulative, compiled = self._choices[symbol]
             rule = compiled[min(bisect.bisect_right(cumulative, next(uniforms)), len(compiled) - 1)]
             length += rule.growth
             if length > max_length:
-                return None
+                return None, length
             children = [[child, None, None] for child in rule.children]
             node[1], node[2] = rule, children
-            pending.extend((child, depth + 1) for child in children)
-        return self._linearize(root, 0), self._linearize(root, 1)
+            pending += [(child, depth + 1) for child in children]
+        return root, length
 
     def _linearize(self, root: list, side: int) -> tuple[int, ...]:
         offsets = self._class_offsets[side]
