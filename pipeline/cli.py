@@ -16,6 +16,7 @@ import numpy as np
 import typer
 
 from pipeline import __version__
+from pipeline.config import MODEL_NAMES, ConfigError
 from pipeline.data.cache import DEFAULT_CACHE_DIR, generate_eval_sets
 from pipeline.tasks import SPLITS, TASK_NAMES, get_task
 
@@ -29,6 +30,7 @@ app = typer.Typer(
 # Choices for Typer, built from the registries so that the CLI can never disagree with the library.
 TaskName = Enum("TaskName", {name: name for name in TASK_NAMES}, type=str)
 SplitName = Enum("SplitName", {name: name for name in SPLITS}, type=str)
+ModelName = Enum("ModelName", {name: name for name in MODEL_NAMES}, type=str)
 
 
 def _at_least(minimum: int):
@@ -90,6 +92,89 @@ def data_report(
     from pipeline.tasks.lengths import write_length_report  # matplotlib is slow to import; only this needs it
 
     typer.echo(f"wrote {write_length_report(out, samples, seed)}", err=True)
+
+
+def _positive_float(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"got {value}; it must be a number > 0")
+    return value
+
+
+def _fail(error: Exception) -> None:
+    typer.echo(f"Error: {error}", err=True)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def train(
+    task: TaskName = typer.Option(None, "--task", help="Task (default: the config's, else reversal)."),
+    model: ModelName = typer.Option(None, "--model", help="Architecture (default: the config's, else stack)."),
+    hidden: int = typer.Option(None, "--hidden", callback=lambda v: v if v is None else _at_least(1)(v),
+                               help="LSTM hidden size (paper: 256 or 512)."),
+    lr: float = typer.Option(None, "--lr", callback=_positive_float, help="RMSProp learning rate."),
+    max_batches: int = typer.Option(None, "--max-batches", callback=lambda v: v if v is None else _at_least(1)(v),
+                                    help="Batch budget."),
+    seed: int = typer.Option(None, "--seed", callback=lambda v: v if v is None else _at_least(0)(v),
+                             help="Seed of the data stream and the initialisation."),
+    config: Path = typer.Option(None, "--config", help="A run config YAML (see configs/run.yaml); flags override it."),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default: runs/<run id>)."),
+    wandb: str = typer.Option(None, "--wandb", help="offline (default), online or off."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Train one model on one task; rerun the same command to resume after an interruption."""
+    from pipeline.config import resolve_run_config
+    from pipeline.training.run import train as train_run
+
+    try:
+        run_config = resolve_run_config(
+            config, task=task and task.value, model=model and model.value, hidden=hidden, lr=lr,
+            max_batches=max_batches, seed=seed, wandb=wandb)
+    except ConfigError as error:
+        _fail(error)
+    results = train_run(run_config, run_dir, progress=progress)
+    typer.echo(json.dumps(results, indent=2))
+
+
+@app.command()
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `transduce train`."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best (the selected weights) or last."),
+    greedy: bool = typer.Option(False, "--greedy", help="Decode step by step instead of one teacher-forced pass."),
+) -> None:
+    """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
+    from pipeline.training.run import evaluate_run
+
+    try:
+        typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy), indent=2))
+    except ConfigError as error:
+        _fail(error)
+
+
+class ParamsFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command()
+def params(
+    format: ParamsFormat = typer.Option(ParamsFormat.table, "--format", help="table (markdown) or json."),
+    output: Path = typer.Option(None, "--output", help="Also write the markdown table to this file."),
+) -> None:
+    """Trainable parameters of every (model, hidden) beside the paper's Table 2."""
+    from pipeline.provenance import provenance
+    from pipeline.reports.tables import parameter_table, table2_markdown
+
+    table = parameter_table()
+    markdown = table2_markdown(table, provenance("transduce params" + (f" --output {output}" if output else "")))
+    if format is ParamsFormat.json:
+        rows = [{"model": r.model, "hidden": int(r.hidden), "params": int(r.params)} for r in table.itertuples()]
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        typer.echo(markdown)
+    if output is not None:
+        from pipeline.training.logging import atomic_write_text
+
+        atomic_write_text(output, markdown)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -107,8 +107,8 @@ def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: Jo
     model.eval()
     result = []
     for pair in pairs:  # one sequence at a time: no padding, nothing shared, the plainest possible decoder
-        source = [vocab.BOS] + [vocab.source_input_id(s) for s in pair.source] + [vocab.SEP]
-        reference = [vocab.output_id(t) for t in pair.target] + [vocab.eos]
+        source = [vocab.BOS] + [vocab.source_offset + s for s in pair.source] + [vocab.SEP]
+        reference = list(pair.target) + [vocab.eos]  # target symbol j is output id j
         state = model.initial_state(1, capacity=len(source) + len(reference))
         for token in source:
             logits, state = model.step(torch.tensor([token]), state)
@@ -120,7 +120,7 @@ def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: Jo
             correct += 1
             if predicted == vocab.eos:
                 break
-            logits, state = model.step(torch.tensor([vocab.target_input_id(predicted)]), state)
+            logits, state = model.step(torch.tensor([vocab.target_offset + predicted]), state)
         result.append(correct)
     model.train(was_training)
     return torch.tensor(result)

@@ -53,6 +53,16 @@ class JointVocabulary:
         return len(self.target)
 
     @property
+    def source_offset(self) -> int:
+        """Input id of source symbol 0."""
+        return len(SPECIAL_INPUTS)
+
+    @property
+    def target_offset(self) -> int:
+        """Input id of target symbol 0 (target symbol j is output id j and input id target_offset + j)."""
+        return len(SPECIAL_INPUTS) + len(self.source)
+
+    @property
     def input_words(self) -> tuple[str, ...]:
         """Input id -> word, for printing what a model read."""
         return SPECIAL_INPUTS + self.source + self.target
@@ -81,8 +91,7 @@ def collate(pairs: list[Pair], vocab: JointVocabulary) -> Batch:
     """Encode ``pairs`` as one batch of joint sequences (see the module docstring for the layout)."""
     if not pairs:
         raise ValueError("cannot collate an empty list of pairs")
-    source_offset = len(SPECIAL_INPUTS)
-    target_offset = source_offset + len(vocab.source)
+    source_offset, target_offset = vocab.source_offset, vocab.target_offset
     source_lengths = np.array([len(p.source) for p in pairs], dtype=np.int64)
     target_lengths = np.array([len(p.target) for p in pairs], dtype=np.int64)
     lengths = source_lengths + target_lengths + 2

@@ -54,7 +54,7 @@ class MemoryLSTM(TransductionModel):
         memory: str,
         memory_width: int,
         pop_bias: float = -1.0,
-        implementation: str = "reference",
+        implementation: str = "fused",
     ) -> None:
         super().__init__(input_size, output_size, hidden, embedding)
         if memory not in MEMORIES:

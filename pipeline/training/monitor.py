@@ -131,4 +131,4 @@ class TrainingMonitor(L.Callback):
     def save_last(self, trainer: L.Trainer) -> None:
         for logger in trainer.loggers:
             logger.save()
-        trainer.save_checkpoint(self.last_path)
+        trainer.save_checkpoint(self.last_path, weights_only=False)

@@ -16,9 +16,6 @@ data stream; run it after it finished and it returns the stored results.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -29,8 +26,9 @@ import yaml
 
 from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
 from pipeline.data.cache import load_eval_set
-from pipeline.evaluation import evaluate
-from pipeline.paths import DATA_CACHE, REPO_ROOT, RUNS_DIR
+from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
+from pipeline.paths import DATA_CACHE, RUNS_DIR
+from pipeline.provenance import current_command, git_commit
 from pipeline.training.logging import ResumableCSVLogger, atomic_write_text
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
@@ -40,16 +38,6 @@ EVAL_SPLITS = ("train", "test", "long")
 
 def run_directory(config: RunConfig, runs_root: Path = RUNS_DIR) -> Path:
     return Path(runs_root) / config.run_id()
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def claim_run_directory(config: RunConfig, run_dir: Path) -> None:
@@ -149,7 +137,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         **{f"{split}_{metric}": getattr(s, metric) for split, s in scores.items() for metric in ("coarse", "fine")},
         "eval_sizes": {split: len(eval_sets[split].pairs) for split in EVAL_SPLITS},
         "commit": git_commit(),
-        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "command": current_command(),
         "host_threads": torch.get_num_threads(),
     }
 
@@ -171,13 +159,20 @@ def load_run(run_dir: Path, checkpoint: str = "best") -> TransductionModule:
 
 
 def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...] = EVAL_SPLITS, *,
-                 cache_dir: Path = DATA_CACHE) -> dict:
-    """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}."""
+                 greedy: bool = False, cache_dir: Path = DATA_CACHE) -> dict:
+    """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}. ``greedy`` decodes
+    step by step (slow) instead of reading the same numbers off one teacher-forced pass."""
     torch.set_num_threads(1)
     module = load_run(run_dir, checkpoint)
     out = {}
     for split in splits:
         pairs = load_eval_set(module.config.task, split, cache_dir).pairs
-        scores = evaluate(module.model, pairs, module.vocab)
-        out[split] = {"coarse": scores.coarse, "fine": scores.fine, "n": len(pairs)}
+        if greedy:
+            prefix = greedy_correct_prefix(module.model, pairs, module.vocab)
+            lengths = torch.tensor([len(p.target) + 1 for p in pairs])
+            coarse, fine = coarse_accuracy(prefix, lengths), fine_accuracy(prefix, lengths)
+        else:
+            scores = evaluate(module.model, pairs, module.vocab)
+            coarse, fine = scores.coarse, scores.fine
+        out[split] = {"coarse": coarse, "fine": fine, "n": len(pairs)}
     return out
