@@ -68,3 +68,36 @@ def test_data_report_writes_histograms_and_a_table(tmp_path):
     assert "transduce data-report --samples 300 --seed 0" in text
     assert re.search(r"\| svo_sov \| [\d.]+% \| [\d.]+% \| [\d.]+% \| [\d.]+% \| [\d.]+% \|", text)
     assert (tmp_path / "svo_sov_lengths.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_params_json_lists_every_model_and_hidden_size():
+    result = runner.invoke(app, ["params", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {(r["model"], r["hidden"]) for r in rows} == {(m, h) for m in ("lstm1", "lstm2", "lstm4", "lstm8", "stack",
+                                                                           "queue", "deque") for h in (256, 512)}
+    assert all(isinstance(r["params"], int) and r["params"] > 0 for r in rows)
+
+
+def test_params_table_shows_ours_beside_the_paper(tmp_path):
+    out = tmp_path / "table2.md"
+    result = runner.invoke(app, ["params", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "| Stack-LSTM | 256 | 700,099 | 6.7e+05 |" in result.stdout
+    assert out.read_text() == result.stdout.rstrip("\n") + "\n"
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["train", "--model", "transformer"], "'transformer' is not one of 'lstm1'"),
+    (["train", "--task", "sort"], "'sort' is not one of 'copy'"),
+    (["train", "--lr", "0"], "Invalid value for '--lr': got 0.0; it must be a number > 0"),
+    (["train", "--lr", "-1e-3"], "got -0.001; it must be a number > 0"),
+    (["train", "--hidden", "0"], "Invalid value for '--hidden': got 0"),
+    (["train", "--wandb", "sometimes"], "tracking.wandb must be one of 'offline', 'online', 'off'; got 'sometimes'"),
+    (["evaluate", "/nonexistent/run"], "is not a run directory (no config.yaml)"),
+])
+def test_train_and_evaluate_refuse_bad_arguments_before_any_compute(args, expected, tmp_path):
+    result = runner.invoke(app, args + (["--run-dir", str(tmp_path / "run")] if args[0] == "train" else []))
+    assert result.exit_code != 0
+    assert expected in flat(result.stderr)
+    assert not (tmp_path / "run").exists()

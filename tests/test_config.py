@@ -1,0 +1,64 @@
+"""Typed configs: unknown keys, wrong types and bad values are refused with the key's path, before any compute."""
+
+import pytest
+
+from pipeline.config import ConfigError, RunConfig, from_dict, load_yaml, resolve_run_config, to_dict
+
+
+def test_defaults_are_the_paper_settings_and_configs_run_yaml_lists_them():
+    config = RunConfig()
+    assert (config.model.hidden, config.model.memory_width, config.model.embedding) == (256, 256, 64)
+    assert (config.training.batch_size, config.training.clip, config.model.pop_bias) == (10, 1.0, -1.0)
+    assert to_dict(resolve_run_config("configs/run.yaml")) == to_dict(config)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"modle": {}}, "unknown key 'modle'; allowed keys here: model, task, tracking, training"),
+    ({"model": {"hiden": 3}}, "unknown key 'model.hiden'"),
+    ({"training": {"lr": "fast"}}, "training.lr must be a number, got 'fast'"),
+    ({"training": {"max_batches": 2.5}}, "training.max_batches must be an integer, got 2.5"),
+    ({"training": {"max_batches": True}}, "training.max_batches must be an integer, got True"),
+    ({"training": {"lr": 0}}, "training.lr must be positive, got 0.0"),
+    ({"training": {"clip_mode": "l2"}}, "training.clip_mode must be one of 'norm', 'value'; got 'l2'"),
+    ({"training": {"test_eval_size": 5000}}, "training.test_eval_size must lie in [1, 1000]"),
+    ({"task": "sorting"}, "task must be one of copy, reversal, bigram_flip, svo_sov, gender; got 'sorting'"),
+    ({"model": {"name": "gru"}}, "model.name must be one of lstm1, lstm2, lstm4, lstm8, stack, queue, deque"),
+    ({"model": "stack"}, "model must be a mapping, got 'stack'"),
+    ({"tracking": {"wandb": "yes"}}, "tracking.wandb must be one of 'offline', 'online', 'off'; got 'yes'"),
+])
+def test_bad_values_are_refused_with_their_path(data, message):
+    with pytest.raises(ConfigError) as error:
+        from_dict(RunConfig, data)
+    assert message in str(error.value)
+
+
+def test_yaml_numbers_like_1e_3_are_read_as_floats(tmp_path):
+    file = tmp_path / "run.yaml"
+    file.write_text("training:\n  lr: 1e-3\n")  # YAML 1.1 reads this as a string
+    assert load_yaml(RunConfig, file).training.lr == 0.001
+
+
+def test_yaml_errors_name_the_file(tmp_path):
+    file = tmp_path / "bad.yaml"
+    file.write_text("training:\n  lrr: 1\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: unknown key 'training.lrr'"):
+        load_yaml(RunConfig, file)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_yaml(RunConfig, tmp_path / "missing.yaml")
+
+
+def test_command_line_overrides_win_over_the_file(tmp_path):
+    file = tmp_path / "run.yaml"
+    file.write_text("task: copy\nmodel:\n  name: queue\ntraining:\n  lr: 5.0e-4\n  seed: 3\n")
+    config = resolve_run_config(file, lr=1e-4, hidden=512, seed=None)
+    assert (config.task, config.model.name, config.model.hidden) == ("copy", "queue", 512)
+    assert (config.training.lr, config.training.seed) == (1e-4, 3)
+
+
+def test_run_id_is_readable_and_changes_with_anything_that_changes_the_result():
+    a = RunConfig()
+    b = from_dict(RunConfig, {"training": {"eval_every": 500}})
+    c = from_dict(RunConfig, {"tracking": {"wandb": "off"}})
+    assert a.run_id().startswith("reversal-stack-h256-lr0.001-s0-")
+    assert a.run_id() != b.run_id()
+    assert a.run_id() == c.run_id()  # where metrics are mirrored does not change the run
