@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= cpu
 
-.PHONY: venv test test-slow clean-venv
+.PHONY: venv test test-slow reproduce bench clean-venv
 
 # Re-install whenever pyproject.toml changes. torch is pinned exactly in pyproject.toml, so pip takes the
 # local CPU wheel instead of resolving a CUDA build.
@@ -23,6 +23,14 @@ test: venv
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
+
+# data -> grid -> training -> evaluation -> reports/$(PROFILE)/. Interrupted and run again, it continues: finished
+# runs are skipped and interrupted ones resume from their checkpoints. The report is written even when some runs
+# failed (they are listed in it); the exit status then says so.
+reproduce: venv
+	$(BIN)/transduce generate
+	$(BIN)/transduce sweep configs/$(PROFILE).yaml; status=$$?; \
+	$(BIN)/transduce report configs/$(PROFILE).yaml && exit $$status
 
 clean-venv:
 	rm -rf $(VENV)

@@ -7,6 +7,7 @@ with a usage error that names the value and lists what is allowed, never a trace
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from enum import Enum
@@ -17,7 +18,7 @@ import typer
 
 from pipeline import __version__
 from pipeline.config import MODEL_NAMES, ConfigError
-from pipeline.data.cache import DEFAULT_CACHE_DIR, generate_eval_sets
+from pipeline.data.cache import cache_root, generate_eval_sets
 from pipeline.tasks import SPLITS, TASK_NAMES, get_task
 
 app = typer.Typer(
@@ -58,7 +59,8 @@ def version() -> None:
 @app.command()
 def generate(
     tasks: list[TaskName] = typer.Argument(None, help="Tasks to generate (default: all).", show_default=False),
-    cache_dir: Path = typer.Option(Path(DEFAULT_CACHE_DIR), "--cache-dir", help="Where the sets are cached."),
+    cache_dir: Path = typer.Option(None, "--cache-dir", show_default=False,
+                                   help="Where the sets are cached (default: data_cache/, or $TRANSDUCE_DATA_CACHE)."),
     force: bool = typer.Option(False, "--force", help="Regenerate sets that are already cached and valid."),
 ) -> None:
     """Fill the evaluation-set cache: train-, test- and long-length sets of 1000 pairs per task."""
@@ -66,7 +68,8 @@ def generate(
     start = time.perf_counter()
     with typer.progressbar(length=len(names) * len(SPLITS), label="eval sets", file=sys.stderr) as bar:
         sets = generate_eval_sets(names, cache_dir=cache_dir, force=force, progress=lambda _: bar.update(1))
-    typer.echo(f"{len(sets)} evaluation sets ready in {cache_dir} ({time.perf_counter() - start:.1f} s)", err=True)
+    typer.echo(f"{len(sets)} evaluation sets ready in {cache_root(cache_dir)} ({time.perf_counter() - start:.1f} s)",
+               err=True)
 
 
 @app.command()
@@ -175,6 +178,67 @@ def params(
         from pipeline.training.logging import atomic_write_text
 
         atomic_write_text(output, markdown)
+
+
+class Executor(str, Enum):
+    local = "local"
+    slurm = "slurm"
+
+
+@app.command()
+def sweep(
+    profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml (paper, cpu, smoke)."),
+    executor: Executor = typer.Option(Executor.local, "--executor", help="local (a process pool) or slurm."),
+    workers: int = typer.Option(None, "--workers", callback=lambda v: v if v is None else _at_least(1)(v),
+                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    status: bool = typer.Option(False, "--status", help="Only print where the sweep stands."),
+    partition: str = typer.Option(None, "--partition", help="SLURM partition (default: the profile's)."),
+    time_min: int = typer.Option(None, "--time", callback=lambda v: v if v is None else _at_least(1)(v),
+                                 help="SLURM time limit per run, minutes; a run cut off is requeued and resumes."),
+    array_parallelism: int = typer.Option(None, "--array-parallelism",
+                                          callback=lambda v: v if v is None else _at_least(1)(v),
+                                          help="SLURM: runs of the array running at once."),
+    wait: bool = typer.Option(False, "--wait", help="SLURM: wait for the jobs to finish."),
+) -> None:
+    """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
+    from pipeline.sweep import load_sweep, run_local, submit_slurm, summary, sweep_status
+
+    try:
+        config = load_sweep(profile)
+    except ConfigError as error:
+        _fail(error)
+    if status:
+        statuses = sweep_status(config, runs_dir)
+        for s in statuses:
+            typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
+        typer.echo(summary(statuses, workers or config.workers or os.cpu_count() or 1))
+        return
+    if executor is Executor.slurm:
+        submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
+                     array_parallelism=array_parallelism, wait=wait, echo=typer.echo)
+    else:
+        statuses = run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo)
+        if any(s.state == "failed" for s in statuses):
+            raise typer.Exit(code=1)
+
+
+@app.command()
+def report(
+    profile: Path = typer.Argument(..., help="The profile whose finished runs to report, e.g. configs/cpu.yaml."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where its run directories are (default: runs/<profile>)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>)."),
+) -> None:
+    """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
+    from pipeline.reports.build import write_report
+    from pipeline.sweep import load_sweep
+
+    try:
+        config = load_sweep(profile)
+    except ConfigError as error:
+        _fail(error)
+    typer.echo(f"wrote {write_report(config, profile, runs_dir, out)}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -67,6 +67,7 @@ class TrainingConfig:
     eval_every: int = 1000  # coarse/fine accuracy every N batches (§4.4)
     eval_size: int = 1000  # fresh training-length sequences per evaluation
     test_eval_size: int = 1000  # cached test-length sequences per evaluation (at most the cached 1000)
+    final_eval_size: int = 1000  # cached sequences per split in the final evaluation (1000: the paper's)
     checkpoint_every: int = 500  # "last" checkpoint for resuming after a crash
     early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
 
@@ -79,9 +80,10 @@ class TrainingConfig:
         if not 0 < self.rmsprop_alpha < 1:
             raise ConfigError(f"{path}.rmsprop_alpha must lie in (0, 1), got {self.rmsprop_alpha!r}")
         _positive(f"{path}.rmsprop_eps", self.rmsprop_eps)
-        if not 1 <= self.test_eval_size <= 1000:
-            raise ConfigError(f"{path}.test_eval_size must lie in [1, 1000] (the cached set's size), got "
-                              f"{self.test_eval_size!r}")
+        for key in ("test_eval_size", "final_eval_size"):
+            if not 1 <= getattr(self, key) <= 1000:
+                raise ConfigError(f"{path}.{key} must lie in [1, 1000] (the cached sets' size), got "
+                                  f"{getattr(self, key)!r}")
         if self.seed < 0:
             raise ConfigError(f"{path}.seed must be >= 0, got {self.seed!r}")
         if self.early_stop_patience < 0:
@@ -118,6 +120,124 @@ class RunConfig:
         m, t = self.model, self.training
         digest = config_hash({"task": self.task, "model": to_dict(m), "training": to_dict(t)})
         return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{digest}"
+
+
+GRID_AXES = {"task": ("task",), "model": ("model", "name"), "hidden": ("model", "hidden"), "lr": ("training", "lr"),
+             "seed": ("training", "seed")}
+
+
+@dataclass(frozen=True)
+class GridBlock:
+    """A Cartesian product of runs: every task × model × hidden × lr × seed, with ``overrides`` (any subset of a
+    run config) applied on top of the sweep's ``defaults``."""
+
+    tasks: tuple[str, ...]
+    models: tuple[str, ...]
+    hidden: tuple[int, ...] = (256,)
+    lr: tuple[float, ...] = (1e-3,)
+    seeds: tuple[int, ...] = (0,)
+    overrides: dict = field(default_factory=dict)
+
+    def validate(self, path: str) -> None:
+        from pipeline.tasks import TASK_NAMES
+
+        for key in ("tasks", "models", "hidden", "lr", "seeds"):
+            if not getattr(self, key):
+                raise ConfigError(f"{path}.{key} must list at least one value")
+        for i, task in enumerate(self.tasks):
+            _choice(f"{path}.tasks[{i}]", task, TASK_NAMES)
+        for i, model in enumerate(self.models):
+            _choice(f"{path}.models[{i}]", model, MODEL_NAMES)
+        for i, value in enumerate(self.hidden):
+            _positive(f"{path}.hidden[{i}]", value)
+        for i, value in enumerate(self.lr):
+            _positive(f"{path}.lr[{i}]", value)
+        for i, value in enumerate(self.seeds):
+            if value < 0:
+                raise ConfigError(f"{path}.seeds[{i}] must be >= 0, got {value!r}")
+        _check_partial_run_config(self.overrides, f"{path}.overrides")
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """Resources of one SLURM array task (one run per task; one CPU is what a run uses)."""
+
+    partition: str = ""  # empty: the cluster's default partition
+    time_min: int = 720  # a run cut off by this limit is requeued and resumes from its checkpoint
+    array_parallelism: int = 64
+    cpus_per_task: int = 1
+    mem_gb: int = 8
+
+    def validate(self, path: str) -> None:
+        for key in ("time_min", "array_parallelism", "cpus_per_task", "mem_gb"):
+            _positive(f"{path}.{key}", getattr(self, key))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A profile (``configs/<name>.yaml``): the grid of runs and how to execute it. Reports go to
+    ``reports/<name>/`` and runs to ``runs/<name>/``."""
+
+    name: str
+    grid: tuple[GridBlock, ...]
+    description: str = ""
+    defaults: dict = field(default_factory=dict)  # any subset of a run config, for every run
+    workers: int | None = None  # local pool size; None: one per CPU core
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+    def validate(self, path: str = "") -> None:
+        if not self.name or not all(c.isalnum() or c in "-_" for c in self.name):
+            raise ConfigError(f"name must be a non-empty [A-Za-z0-9_-] string (it names folders), got {self.name!r}")
+        if not self.grid:
+            raise ConfigError("grid must list at least one block")
+        if self.workers is not None:
+            _positive(_join(path, "workers"), self.workers)
+        _check_partial_run_config(self.defaults, _join(path, "defaults"))
+        for i, block in enumerate(self.grid):
+            block.validate(_join(path, f"grid[{i}]"))
+        seen: dict[str, str] = {}
+        for where, run in self.runs_with_origin():
+            if run.run_id() in seen:
+                raise ConfigError(f"{where} repeats run {run.run_id()} already listed by {seen[run.run_id()]}")
+            seen[run.run_id()] = where
+
+    def runs_with_origin(self) -> list[tuple[str, RunConfig]]:
+        out = []
+        for i, block in enumerate(self.grid):
+            for task in block.tasks:
+                for model in block.models:
+                    for hidden in block.hidden:
+                        for lr in block.lr:
+                            for seed in block.seeds:
+                                data = to_dict(RunConfig())
+                                _merge(data, self.defaults)
+                                _merge(data, block.overrides)
+                                point = dict(task=task, model=model, hidden=hidden, lr=lr, seed=seed)
+                                for axis, value in point.items():
+                                    *parents, leaf = GRID_AXES[axis]
+                                    node = data
+                                    for parent in parents:
+                                        node = node[parent]
+                                    node[leaf] = value
+                                where = f"grid[{i}] ({task}, {model}, hidden {hidden}, lr {lr:g}, seed {seed})"
+                                out.append((where, from_dict(RunConfig, data, where)))
+        return out
+
+    def runs(self) -> list[RunConfig]:
+        """Every run of the grid, in grid order."""
+        return [run for _, run in self.runs_with_origin()]
+
+
+def _check_partial_run_config(data: dict, path: str) -> None:
+    """A subset of a run config: known keys, right types, valid values; grid axes may not be set here."""
+    from_dict(RunConfig, data, path)
+    for axis, keys in GRID_AXES.items():
+        node = data
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None:
+            raise ConfigError(f"{path}.{'.'.join(keys)} is a grid axis; list it in the grid block's "
+                              f"'{axis if axis != 'seed' else 'seeds'}' instead")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,6 +333,10 @@ def _build(tp: Any, value: Any, path: str):
             raise ConfigError(f"{path} must be a list, got {_describe(value)}")
         items = [_build(inner, item, f"{path}[{i}]") for i, item in enumerate(value)]
         return tuple(items) if origin is tuple else items
+    if tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path} must be a mapping, got {_describe(value)}")
+        return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             value = _parse_float(value, path)

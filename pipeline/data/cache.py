@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.paths import data_cache
 from pipeline.tasks import SPLITS, TASK_NAMES, Pair, check_split, check_task_name, get_task
 
 EVAL_SET_SIZE = 1000
 # Bump whenever a code change alters the sets a seed produces; every cached set then reads as stale.
 GENERATOR_VERSION = "1"
-DEFAULT_CACHE_DIR = "data_cache"
 
 # seed of set (task, split) = task base + split offset: copy/train 1001, ..., gender/long 5003.
 _TASK_SEED_BASE = {"copy": 1000, "reversal": 2000, "bigram_flip": 3000, "svo_sov": 4000, "gender": 5000}
@@ -76,13 +76,18 @@ def build_eval_set(task_name: str, split: str) -> EvalSet:
     return EvalSet(task_name, split, seed, pairs, task.source_vocab, task.target_vocab)
 
 
-def set_paths(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> tuple[Path, Path]:
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """``cache_dir``, or by default :func:`pipeline.paths.data_cache` (``data_cache/`` in the repository)."""
+    return Path(cache_dir) if cache_dir is not None else data_cache()
+
+
+def set_paths(task_name: str, split: str, cache_dir: str | Path | None = None) -> tuple[Path, Path]:
     """(data file, manifest file) of set ``(task_name, split)``."""
-    folder = Path(cache_dir) / task_name
+    folder = cache_root(cache_dir) / task_name
     return folder / f"{split}.json", folder / f"{split}.manifest.json"
 
 
-def write_eval_set(eval_set: EvalSet, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> Path:
+def write_eval_set(eval_set: EvalSet, cache_dir: str | Path | None = None) -> Path:
     """Write the data file, then its manifest, each atomically; returns the data file's path."""
     data_path, manifest_path = set_paths(eval_set.task, eval_set.split, cache_dir)
     header = {"task": eval_set.task, "split": eval_set.split, "seed": eval_set.seed,
@@ -99,7 +104,7 @@ def write_eval_set(eval_set: EvalSet, cache_dir: str | Path = DEFAULT_CACHE_DIR)
     return data_path
 
 
-def read_eval_set(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> EvalSet:
+def read_eval_set(task_name: str, split: str, cache_dir: str | Path | None = None) -> EvalSet:
     """The cached set, verified; raises ``FileNotFoundError`` if absent and ``ValueError`` saying what is wrong
     if it is stale or corrupt."""
     try:
@@ -108,10 +113,11 @@ def read_eval_set(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CA
         raise ValueError(str(problem)) from None
 
 
-def load_eval_set(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CACHE_DIR) -> EvalSet:
+def load_eval_set(task_name: str, split: str, cache_dir: str | Path | None = None) -> EvalSet:
     """The cached set if it verifies; otherwise (missing, stale, corrupt) it is regenerated with a warning."""
     check_task_name(task_name)
     check_split(split)
+    cache_dir = cache_root(cache_dir)
     try:
         return _read_verified(task_name, split, cache_dir)
     except FileNotFoundError as missing:
@@ -125,11 +131,12 @@ def load_eval_set(task_name: str, split: str, cache_dir: str | Path = DEFAULT_CA
 
 
 def generate_eval_sets(task_names: Iterable[str] | None = None, splits: Iterable[str] | None = None,
-                       cache_dir: str | Path = DEFAULT_CACHE_DIR, force: bool = False,
+                       cache_dir: str | Path | None = None, force: bool = False,
                        progress: Callable[[str], None] | None = None) -> list[EvalSet]:
     """Fill the cache: every (task, split) set not already there and valid is generated (all of them with
     ``force``). Stale or corrupt sets are replaced with a CacheWarning. ``progress`` is called with
     ``"task/split"`` after each set. All names are checked before any work starts."""
+    cache_dir = cache_root(cache_dir)
     task_names = list(TASK_NAMES if task_names is None else task_names)
     splits = list(SPLITS if splits is None else splits)
     for name in task_names:

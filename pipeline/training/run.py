@@ -27,7 +27,7 @@ import yaml
 from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
-from pipeline.paths import DATA_CACHE, RUNS_DIR
+from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
 from pipeline.training.logging import ResumableCSVLogger, atomic_write_text
 from pipeline.training.module import TransductionModule
@@ -78,7 +78,7 @@ def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, re
     )
 
 
-def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path = DATA_CACHE,
+def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | None = None,
           progress: bool = True) -> dict:
     """Train (or resume, or just return the results of) the run described by ``config``."""
     config.validate()
@@ -102,6 +102,8 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path = D
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch.*")
         trainer.fit(module, ckpt_path=last)
+    if trainer.interrupted:  # stopped from outside: the run is unfinished and resumes next time
+        raise KeyboardInterrupt(f"training of {run_dir} was interrupted at batch {trainer.global_step}")
 
     results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir)
     atomic_write_text(results_file, json.dumps(results, indent=2) + "\n")
@@ -114,7 +116,8 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     if monitor.best_path.exists():
         module.load_state_dict(torch.load(monitor.best_path, map_location="cpu", weights_only=False)["state_dict"])
     started = time.monotonic()
-    scores = {split: evaluate(module.model, eval_sets[split].pairs, module.vocab) for split in EVAL_SPLITS}
+    n = module.config.training.final_eval_size
+    scores = {split: evaluate(module.model, eval_sets[split].pairs[:n], module.vocab) for split in EVAL_SPLITS}
     by_length = [dict(split=split, **row) for split, s in scores.items() for row in s.by_source_length()]
     header = ["split", "source_length", "n", "coarse", "fine"]
     atomic_write_text(run_dir / "accuracy_by_length.csv",
@@ -135,7 +138,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "train_perplexity": monitor.best["train_perplexity"] if monitor.best else monitor.last_perplexity,
         "final_train_perplexity": monitor.last_perplexity,
         **{f"{split}_{metric}": getattr(s, metric) for split, s in scores.items() for metric in ("coarse", "fine")},
-        "eval_sizes": {split: len(eval_sets[split].pairs) for split in EVAL_SPLITS},
+        "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
         "commit": git_commit(),
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
@@ -159,7 +162,7 @@ def load_run(run_dir: Path, checkpoint: str = "best") -> TransductionModule:
 
 
 def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...] = EVAL_SPLITS, *,
-                 greedy: bool = False, cache_dir: Path = DATA_CACHE) -> dict:
+                 greedy: bool = False, cache_dir: Path | None = None) -> dict:
     """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}. ``greedy`` decodes
     step by step (slow) instead of reading the same numbers off one teacher-forced pass."""
     torch.set_num_threads(1)

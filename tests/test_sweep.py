@@ -1,0 +1,148 @@
+"""Profiles, sweeps and reports: the smoke profile end to end, a killed sweep resumed, bad profiles refused,
+failures recorded, and the SLURM route (through submitit's local executor)."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.config import ConfigError
+from pipeline.reports.build import TABLE3_COLUMNS, write_report
+from pipeline.sweep import load_sweep, run_local, submit_slurm, sweep_status
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    """Workers are separate processes: they find the test's cache through the environment."""
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+def profile(tmp_path, name="tiny", models=("lstm1", "stack"), tasks=("reversal",), max_batches=30, **training):
+    settings = dict(max_batches=max_batches, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
+                    final_eval_size=20, checkpoint_every=5, early_stop_patience=0, length_pool=2)
+    settings.update(training)
+    data = {"name": name, "workers": 2,
+            "defaults": {"model": {"memory_width": 8, "embedding": 8}, "training": settings,
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": list(tasks), "models": list(models), "hidden": [16], "lr": [1e-2]}]}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
+    sweep = load_sweep(REPO / "configs" / "smoke.yaml")
+    runs = tmp_path / "runs"
+    statuses = run_local(sweep, runs, echo=lambda _: None)
+    assert [s.state for s in statuses] == ["finished"] * 35
+
+    out = tmp_path / "report"
+    readme = write_report(sweep, "configs/smoke.yaml", runs, out, command="pytest")
+    with open(out / "table3.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(TABLE3_COLUMNS)
+    assert len(rows) == 35 and {(r["task"], r["model"]) for r in rows} == {
+        (t, m) for t in ("copy", "reversal", "bigram_flip", "svo_sov", "gender")
+        for m in ("lstm1", "lstm2", "lstm4", "lstm8", "stack", "queue", "deque")}
+    for r in rows:
+        for metric in ("train_coarse", "train_fine", "test_coarse", "test_fine"):
+            ours, paper, diff = float(r[metric]), float(r[f"paper_{metric}"]), float(r[f"diff_{metric}"])
+            assert 0 <= ours <= 1 and abs(diff - (ours - paper)) < 1e-9
+    assert rows[0]["paper_train_coarse"] == "0.62" and rows[0]["paper_test_fine"] == "0.38"  # copy, 1-layer LSTM
+    text = readme.read_text()
+    assert "35 finished" in text and "Made by `pytest` at commit" in text
+    for name in ("table3.md", "table2.md", "convergence_reversal.png", "length_gender.png"):
+        assert (out / name).is_file() and f"]({name})" in text
+    # Reports are regenerated from the finished runs alone: a second report, no training, same numbers.
+    before = {d.name: (d / "results.json").stat().st_mtime for d in runs.iterdir() if d.is_dir()}
+    write_report(sweep, "configs/smoke.yaml", runs, tmp_path / "again", command="pytest")
+    assert (tmp_path / "again" / "table3.csv").read_text() == (out / "table3.csv").read_text()
+    assert before == {d.name: (d / "results.json").stat().st_mtime for d in runs.iterdir() if d.is_dir()}
+
+
+def test_killed_sweep_rerun_loses_nothing(tmp_path):
+    path = profile(tmp_path, models=("lstm1", "stack", "queue"), max_batches=60)
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs),
+                                "--workers", "2"], start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=dict(os.environ))
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        states = [s.state for s in sweep_status(sweep, runs)]
+        if "finished" in states and any(s.batches_done >= 10 and s.state == "running" for s in sweep_status(sweep, runs)):
+            break
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)  # the sweep and all its workers, mid-run
+    process.wait()
+    before = {s.run_dir.name: s for s in sweep_status(sweep, runs)}
+    assert "finished" in {s.state for s in before.values()}
+    assert {"interrupted", "pending"} & {s.state for s in before.values()}, "nothing was left to resume"
+    finished_mtime = {n: (s.run_dir / "results.json").stat().st_mtime for n, s in before.items()
+                      if s.state == "finished"}
+
+    statuses = run_local(sweep, runs, echo=lambda _: None)
+    assert all(s.state == "finished" for s in statuses)
+    for name, mtime in finished_mtime.items():  # finished runs were not trained again
+        assert (runs / name / "results.json").stat().st_mtime == mtime
+    for s in statuses:
+        with open(s.run_dir / "metrics.csv") as f:
+            steps = [int(r["step"]) for r in csv.DictReader(f)]
+        assert steps == sorted(set(steps)) and steps[-1] == 60 and 10 in steps
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["grid"][0].update(modelz=["stack"]), "unknown key 'grid[0].modelz'"),
+    (lambda d: d["grid"][0].update(tasks=["copy", "sorting"]), "grid[0].tasks[1] must be one of copy"),
+    (lambda d: d["defaults"]["training"].update(max_batches="many"), "defaults.training.max_batches must be an integer"),
+    (lambda d: d["grid"][0].update(lr=[1e-3, -1]), "grid[0].lr[1] must be positive"),
+    (lambda d: d["grid"][0].update(overrides={"training": {"lr": 1e-4}}), "grid[0].overrides.training.lr is a grid axis"),
+    (lambda d: d.update(workers=0), "workers must be positive"),
+    (lambda d: d["grid"].append(dict(d["grid"][0])), "repeats run reversal-lstm1-h16"),
+])
+def test_bad_profiles_are_refused_with_the_key_path_before_any_compute(tmp_path, edit, message):
+    path = profile(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    edit(data)
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as error:
+        load_sweep(path)
+    assert message in str(error.value)
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir",
+                             str(tmp_path / "runs")], capture_output=True, text=True)
+    assert result.returncode == 2 and message in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
+    path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
+    data = yaml.safe_load(path.read_text())
+    data["grid"].append({"tasks": ["reversal"], "models": ["lstm2"], "hidden": [16], "lr": [1e30]})  # diverges
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    statuses = {s.config.model.name: s for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)}
+    assert statuses["lstm1"].state == statuses["stack"].state == "finished"
+    assert statuses["lstm2"].state == "failed"
+    failure = json.loads((statuses["lstm2"].run_dir / "failed.json").read_text())
+    assert "FloatingPointError: training loss is" in failure["error"] and "Traceback" in failure["traceback"]
+    # Rerunning leaves the failure alone unless asked to retry it.
+    again = {s.config.model.name: s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)}
+    assert again["lstm2"] == "failed"
+
+
+def test_slurm_route_through_submitit_executes_the_same_runs(tmp_path):
+    path = profile(tmp_path, models=("lstm1",), tasks=("copy", "reversal"), max_batches=10)
+    sweep = load_sweep(path)
+    jobs = submit_slurm(sweep, tmp_path / "runs", cluster="local", wait=True, echo=lambda _: None)
+    assert len(jobs) == 2 and [job.result() for job in jobs] == ["finished", "finished"]
+    assert all(s.state == "finished" for s in sweep_status(sweep, tmp_path / "runs"))
+    assert submit_slurm(sweep, tmp_path / "runs", cluster="local", echo=lambda _: None) == []  # nothing left
