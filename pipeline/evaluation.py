@@ -26,7 +26,7 @@ from pipeline.data.encoding import IGNORE_INDEX, Batch, JointVocabulary, collate
 from pipeline.models.base import TransductionModel
 from pipeline.tasks import Pair
 
-EVAL_BATCH_SIZE = 100
+EVAL_BATCH_SIZE = 50  # fastest on one CPU thread for these models (measured: docs/training.md)
 
 
 @dataclass(frozen=True)

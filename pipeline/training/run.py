@@ -87,6 +87,7 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     if results_file.exists():
         return json.loads(results_file.read_text())
     claim_run_directory(config, run_dir)
+    commits = record_commit(run_dir)
     torch.set_num_threads(1)
 
     eval_sets = {split: load_eval_set(config.task, split, cache_dir) for split in EVAL_SPLITS}
@@ -105,13 +106,25 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     if trainer.interrupted:  # stopped from outside: the run is unfinished and resumes next time
         raise KeyboardInterrupt(f"training of {run_dir} was interrupted at batch {trainer.global_step}")
 
-    results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir)
+    results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir, commits)
     atomic_write_text(results_file, json.dumps(results, indent=2) + "\n")
     return results
 
 
+def record_commit(run_dir: Path) -> list[str]:
+    """Append the checked-out commit to ``commits.txt`` when it differs from the last one there (a run resumed under
+    other code), and return all of them: the code that trained this run."""
+    file = run_dir / "commits.txt"
+    commits = file.read_text().split() if file.exists() else []
+    current = git_commit()
+    if not commits or commits[-1] != current:
+        commits.append(current)
+        atomic_write_text(file, "\n".join(commits) + "\n")
+    return commits
+
+
 def final_results(module: TransductionModule, monitor: TrainingMonitor, batches: int, eval_sets: dict,
-                  run_dir: Path) -> dict:
+                  run_dir: Path, commits: list[str]) -> dict:
     """Evaluate the selected checkpoint on the cached sets and describe the run."""
     if monitor.best_path.exists():
         module.load_state_dict(torch.load(monitor.best_path, map_location="cpu", weights_only=False)["state_dict"])
@@ -139,7 +152,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "final_train_perplexity": monitor.last_perplexity,
         **{f"{split}_{metric}": getattr(s, metric) for split, s in scores.items() for metric in ("coarse", "fine")},
         "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
-        "commit": git_commit(),
+        "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
     }
