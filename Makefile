@@ -32,5 +32,10 @@ reproduce: venv
 	$(BIN)/transduce sweep configs/$(PROFILE).yaml; status=$$?; \
 	$(BIN)/transduce report configs/$(PROFILE).yaml && exit $$status
 
+# Training speed and memory of every model beside a plain nn.LSTM: reports/bench.md and reports/bench.json
+# (under 10 minutes; run it on an otherwise idle machine).
+bench: venv
+	$(BIN)/transduce bench
+
 clean-venv:
 	rm -rf $(VENV)

@@ -241,5 +241,19 @@ def report(
     typer.echo(f"wrote {write_report(config, profile, runs_dir, out)}")
 
 
+@app.command()
+def bench(
+    rounds: int = typer.Option(7, "--rounds", callback=_at_least(7), help="Timing rounds (the median is reported)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
+) -> None:
+    """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
+    from pipeline.bench import run_benchmark
+
+    result = run_benchmark(rounds, out, echo=typer.echo, command="transduce bench" + (f" --out {out}" if out else ""))
+    for check in result["targets"]:
+        typer.echo(f"{'met' if check['met'] else 'NOT MET'}: {check['what']} = {check['measured']:g} "
+                   f"(limit {check['limit']:g})")
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

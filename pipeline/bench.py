@@ -1,0 +1,222 @@
+"""Training speed and memory, measured: ``make bench`` (``transduce bench``) writes ``reports/bench.md`` and
+``reports/bench.json``.
+
+* **Time per training batch** (forward, backward, RMSProp step, gradient clipping) for the Stack-, Queue- and
+  DeQue-LSTMs and the 1- and 8-layer LSTMs, at batch 10, with 131 and 259 input positions (the longest
+  training-length and test-length joint sequences), hidden 256 and 512. All in one process on one thread,
+  rotating through the models round by round so that drifts of the machine hit every model alike; each figure is
+  the median of the rounds. The yardstick is a plain one-layer ``torch.nn.LSTM`` of the same hidden size
+  (embedding, LSTM, linear output), timed in the same rounds: ``ratio_to_lstm1`` = model / yardstick.
+* **Peak memory** of one training batch: the growth of the process's peak resident set over two batches, measured
+  in a fresh process per configuration (a process's peak can only grow, so one process cannot measure several).
+* **Evaluation speed**: sequences per second when evaluating the 1000 cached test-length sequences.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipeline.config import ModelConfig
+from pipeline.models import DISPLAY_NAMES, build_model
+from pipeline.provenance import provenance
+from pipeline.training.logging import atomic_write_text
+
+BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
+YARDSTICK = "nn.LSTM"
+STEPS = (131, 259)
+HIDDEN = (256, 512)
+BATCH = 10
+INPUT_SIZE, OUTPUT_SIZE = 3 + 128 + 128, 128 + 1  # the synthetic tasks' vocabularies
+TARGETS = {  # (model, hidden, steps): ratio to the yardstick must be at most this (issue 6)
+    ("stack", 256, 131): 4.0,
+    ("stack", 512, 131): 3.0,
+}
+PEAK_TARGET = (("stack", 256, 259), 200.0)  # MB
+
+
+class PlainLSTM(nn.Module):
+    """The yardstick: embedding, one torch.nn.LSTM layer, linear output."""
+
+    def __init__(self, hidden: int, embedding: int = 64) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(INPUT_SIZE, embedding)
+        self.lstm = nn.LSTM(embedding, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, OUTPUT_SIZE)
+
+    def forward(self, inputs, lengths=None):
+        return self.out(self.lstm(self.embed(inputs))[0])
+
+
+def make_model(name: str, hidden: int) -> nn.Module:
+    if name == YARDSTICK:
+        return PlainLSTM(hidden)
+    return build_model(ModelConfig(name=name, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE)
+
+
+class TrainingStep:
+    """One training batch of a model, exactly as the training loop does it."""
+
+    def __init__(self, name: str, hidden: int, steps: int, seed: int = 0) -> None:
+        torch.manual_seed(seed)
+        self.model = make_model(name, hidden)
+        self.optimizer = torch.optim.RMSprop(self.model.parameters(), lr=1e-3, alpha=0.9)
+        gen = torch.Generator().manual_seed(seed)
+        self.inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen)
+        self.targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen)
+
+    def __call__(self) -> None:
+        logits = self.model(self.inputs)
+        loss = F.cross_entropy(logits.flatten(0, 1), self.targets.flatten())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+
+
+@dataclass
+class Measurement:
+    model: str
+    hidden: int
+    steps: int
+    ms_per_batch: float
+    ratio_to_lstm1: float
+    peak_mb: float
+
+
+def time_batches(rounds: int, echo=print) -> dict[tuple[str, int, int], float]:
+    """Median milliseconds per training batch of every (model, hidden, steps), rotating round by round."""
+    configs = [(name, hidden, steps) for hidden in HIDDEN for steps in STEPS for name in (YARDSTICK, *BENCH_MODELS)]
+    steps_of = {config: TrainingStep(*config) for config in configs}
+    for config, step in steps_of.items():  # warm-up: first-call allocations, lazy initialisation
+        step()
+    times: dict[tuple, list[float]] = {config: [] for config in configs}
+    for r in range(rounds):
+        for config, step in steps_of.items():
+            start = time.perf_counter()
+            step()
+            times[config].append((time.perf_counter() - start) * 1000)
+        echo(f"  round {r + 1}/{rounds} done")
+    return {config: statistics.median(t) for config, t in times.items()}
+
+
+_PEAK_PROBE = """
+import json, resource, sys, torch
+torch.set_num_threads(1)
+from pipeline.bench import TrainingStep
+step = TrainingStep(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+with open("/proc/self/statm") as f:
+    before_kb = int(f.read().split()[1]) * resource.getpagesize() / 1024
+step(); step()
+peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"peak_mb": (peak_kb - before_kb) / 1024}))
+"""
+
+
+def peak_memory_mb(name: str, hidden: int, steps: int) -> float:
+    """Growth of the peak resident set over two training batches, in a fresh process."""
+    out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, name, str(hidden), str(steps)], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_mb"]
+
+
+def evaluation_speed(echo=print) -> list[dict]:
+    """Sequences per second evaluating the 1000 cached copy test-length sequences, hidden 256."""
+    from pipeline.data.cache import load_eval_set
+    from pipeline.data.encoding import JointVocabulary
+    from pipeline.evaluation import evaluate
+    from pipeline.tasks import get_task
+
+    pairs = load_eval_set("copy", "test").pairs
+    vocab = JointVocabulary.for_task(get_task("copy"))
+    rows = []
+    for name in BENCH_MODELS:
+        torch.manual_seed(0)
+        model = build_model(ModelConfig(name=name, hidden=256), vocab.input_size, vocab.output_size)
+        start = time.perf_counter()
+        evaluate(model, pairs, vocab)
+        seconds = time.perf_counter() - start
+        rows.append({"model": name, "hidden": 256, "sequences": len(pairs), "seconds": round(seconds, 2),
+                     "sequences_per_s": round(len(pairs) / seconds, 1)})
+        echo(f"  evaluated {name}: {rows[-1]['sequences_per_s']} sequences/s")
+    return rows
+
+
+def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, command: str = "make bench") -> dict:
+    from pipeline.paths import REPORTS_DIR
+
+    if rounds < 7:
+        raise ValueError(f"rounds must be at least 7 (the median of at least 7 rounds), got {rounds}")
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    echo(f"timing {len(HIDDEN) * len(STEPS) * (len(BENCH_MODELS) + 1)} configurations, {rounds} rounds")
+    medians = time_batches(rounds, echo)
+    echo("peak memory, one fresh process per configuration")
+    rows = []
+    for (name, hidden, steps), ms in medians.items():
+        rows.append(Measurement(name, hidden, steps, round(ms, 2), round(ms / medians[(YARDSTICK, hidden, steps)], 3),
+                                round(peak_memory_mb(name, hidden, steps), 1)))
+    echo("evaluation speed")
+    evaluation = evaluation_speed(echo)
+    result = {
+        "measurements": [asdict(r) for r in rows],
+        "evaluation": evaluation,
+        "targets": check_targets(rows),
+        "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "threads": 1,
+                    "cuda": torch.cuda.is_available()},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
+    atomic_write_text(out_dir / "bench.json", json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    atomic_write_text(out_dir / "bench.md", bench_markdown(result, provenance(command)))
+    return result
+
+
+def check_targets(rows: list[Measurement]) -> list[dict]:
+    by_key = {(r.model, r.hidden, r.steps): r for r in rows}
+    checks = []
+    for key, limit in TARGETS.items():
+        ratio = by_key[key].ratio_to_lstm1
+        checks.append({"what": f"{DISPLAY_NAMES[key[0]]} at {key[2]} steps, hidden {key[1]}: time / nn.LSTM",
+                       "limit": limit, "measured": ratio, "met": ratio <= limit})
+    key, limit = PEAK_TARGET
+    peak = by_key[key].peak_mb
+    checks.append({"what": f"{DISPLAY_NAMES[key[0]]} at {key[2]} steps, hidden {key[1]}: peak memory (MB)",
+                   "limit": limit, "measured": peak, "met": peak <= limit})
+    return checks
+
+
+def bench_markdown(result: dict, header: str) -> str:
+    m = result["machine"]
+    lines = ["# Benchmark: training speed and memory", "", header, "",
+             f"One process, one torch thread (torch {m['torch']}, {m['cpu']}), batch {BATCH}, median of the rounds; "
+             f"the yardstick `nn.LSTM` is a plain one-layer torch.nn.LSTM (embedding, LSTM, linear output) of the "
+             f"same hidden size, timed in the same rounds. Peak memory: growth of the peak resident set over two "
+             f"training batches, in a fresh process. Total time {result['seconds']:.0f} s.", "",
+             "## Targets", "", "| target | limit | measured | met |", "|---|---|---|---|"]
+    for c in result["targets"]:
+        lines.append(f"| {c['what']} | {c['limit']:g} | {c['measured']:g} | {'yes' if c['met'] else '**no**'} |")
+    lines += ["", "## Training batch", "", "| model | hidden | steps | ms / batch | ratio to nn.LSTM | peak MB |",
+              "|---|---|---|---|---|---|"]
+    for r in result["measurements"]:
+        name = DISPLAY_NAMES.get(r["model"], f"`{r['model']}` (yardstick)")
+        lines.append(f"| {name} | {r['hidden']} | {r['steps']} | {r['ms_per_batch']:.1f} | "
+                     f"{r['ratio_to_lstm1']:.2f} | {r['peak_mb']:.0f} |")
+    lines += ["", "## Evaluation of the 1000 cached test-length sequences (copy, hidden 256)", "",
+              "| model | seconds | sequences / s |", "|---|---|---|"]
+    for e in result["evaluation"]:
+        lines.append(f"| {DISPLAY_NAMES[e['model']]} | {e['seconds']:.1f} | {e['sequences_per_s']:.0f} |")
+    lines += ["", "## GPU", "",
+              "CUDA available here: " + ("yes" if m["cuda"] else "no") + ". See docs/performance.md for what was "
+              "(or could not be) measured on a GPU.", ""]
+    return "\n".join(lines)

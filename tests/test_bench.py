@@ -1,0 +1,35 @@
+"""The benchmark's pieces, on tiny settings (the benchmark itself is `make bench`, not a test)."""
+
+import pytest
+import torch
+
+from pipeline.bench import BENCH_MODELS, YARDSTICK, Measurement, TrainingStep, bench_markdown, check_targets, \
+    peak_memory_mb, run_benchmark
+
+
+@pytest.mark.parametrize("name", (YARDSTICK, *BENCH_MODELS))
+def test_a_training_step_updates_every_model(name):
+    step = TrainingStep(name, hidden=16, steps=7)
+    before = [p.detach().clone() for p in step.model.parameters()]
+    step()
+    changed = [not torch.equal(b, p) for b, p in zip(before, step.model.parameters())]
+    assert sum(changed) >= len(changed) - 1  # every parameter moves (a padding row may not)
+
+
+def test_targets_are_checked_against_the_same_runs_yardstick():
+    rows = [Measurement("stack", 256, 131, 100.0, 3.9, 50.0), Measurement("stack", 512, 131, 300.0, 3.2, 80.0),
+            Measurement("stack", 256, 259, 250.0, 4.1, 210.0)]
+    checks = {c["what"]: c for c in check_targets(rows)}
+    assert [c["met"] for c in checks.values()] == [True, False, False]
+    text = bench_markdown({"measurements": [], "evaluation": [], "targets": list(checks.values()), "seconds": 1.0,
+                           "machine": {"cpu": "x", "torch": "2", "cuda": False}}, "Made by test.")
+    assert "| Stack-LSTM at 131 steps, hidden 512: time / nn.LSTM | 3 | 3.2 | **no** |" in text
+
+
+def test_peak_memory_is_measured_in_a_fresh_process():
+    assert 0 <= peak_memory_mb("lstm1", 16, 7) < 100
+
+
+def test_fewer_than_seven_rounds_are_refused():
+    with pytest.raises(ValueError, match="rounds must be at least 7"):
+        run_benchmark(rounds=3)
