@@ -35,10 +35,11 @@ ModelName = Enum("ModelName", {name: name for name in MODEL_NAMES}, type=str)
 
 
 def _at_least(minimum: int):
-    """A Typer callback rejecting integers below ``minimum`` with a message that shows the value given."""
+    """A Typer callback rejecting integers below ``minimum`` with a message that shows the value given (an option
+    left out, None, passes)."""
 
-    def check(value: int) -> int:
-        if value < minimum:
+    def check(value: int | None) -> int | None:
+        if value is not None and value < minimum:
             raise typer.BadParameter(f"got {value}; it must be an integer >= {minimum}")
         return value
 
@@ -112,12 +113,12 @@ def _fail(error: Exception) -> None:
 def train(
     task: TaskName = typer.Option(None, "--task", help="Task (default: the config's, else reversal)."),
     model: ModelName = typer.Option(None, "--model", help="Architecture (default: the config's, else stack)."),
-    hidden: int = typer.Option(None, "--hidden", callback=lambda v: v if v is None else _at_least(1)(v),
+    hidden: int = typer.Option(None, "--hidden", callback=_at_least(1),
                                help="LSTM hidden size (paper: 256 or 512)."),
     lr: float = typer.Option(None, "--lr", callback=_positive_float, help="RMSProp learning rate."),
-    max_batches: int = typer.Option(None, "--max-batches", callback=lambda v: v if v is None else _at_least(1)(v),
+    max_batches: int = typer.Option(None, "--max-batches", callback=_at_least(1),
                                     help="Batch budget."),
-    seed: int = typer.Option(None, "--seed", callback=lambda v: v if v is None else _at_least(0)(v),
+    seed: int = typer.Option(None, "--seed", callback=_at_least(0),
                              help="Seed of the data stream and the initialisation."),
     config: Path = typer.Option(None, "--config", help="A run config YAML (see configs/run.yaml); flags override it."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default: runs/<run id>)."),
@@ -180,6 +181,15 @@ def params(
         atomic_write_text(output, markdown)
 
 
+def _load_profile(profile: Path):
+    from pipeline.sweep import load_sweep
+
+    try:
+        return load_sweep(profile)
+    except ConfigError as error:
+        _fail(error)
+
+
 class Executor(str, Enum):
     local = "local"
     slurm = "slurm"
@@ -189,26 +199,23 @@ class Executor(str, Enum):
 def sweep(
     profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml (paper, cpu, smoke)."),
     executor: Executor = typer.Option(Executor.local, "--executor", help="local (a process pool) or slurm."),
-    workers: int = typer.Option(None, "--workers", callback=lambda v: v if v is None else _at_least(1)(v),
+    workers: int = typer.Option(None, "--workers", callback=_at_least(1),
                                 help="Local runs at a time (default: the profile's, else the CPU cores)."),
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
     status: bool = typer.Option(False, "--status", help="Only print where the sweep stands."),
     partition: str = typer.Option(None, "--partition", help="SLURM partition (default: the profile's)."),
-    time_min: int = typer.Option(None, "--time", callback=lambda v: v if v is None else _at_least(1)(v),
+    time_min: int = typer.Option(None, "--time", callback=_at_least(1),
                                  help="SLURM time limit per run, minutes; a run cut off is requeued and resumes."),
     array_parallelism: int = typer.Option(None, "--array-parallelism",
-                                          callback=lambda v: v if v is None else _at_least(1)(v),
+                                          callback=_at_least(1),
                                           help="SLURM: runs of the array running at once."),
     wait: bool = typer.Option(False, "--wait", help="SLURM: wait for the jobs to finish."),
 ) -> None:
     """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
-    from pipeline.sweep import load_sweep, run_local, submit_slurm, summary, sweep_status
+    from pipeline.sweep import run_local, submit_slurm, summary, sweep_status
 
-    try:
-        config = load_sweep(profile)
-    except ConfigError as error:
-        _fail(error)
+    config = _load_profile(profile)
     if status:
         statuses = sweep_status(config, runs_dir)
         for s in statuses:
@@ -232,12 +239,8 @@ def report(
 ) -> None:
     """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
     from pipeline.reports.build import write_report
-    from pipeline.sweep import load_sweep
 
-    try:
-        config = load_sweep(profile)
-    except ConfigError as error:
-        _fail(error)
+    config = _load_profile(profile)
     typer.echo(f"wrote {write_report(config, profile, runs_dir, out)}")
 
 

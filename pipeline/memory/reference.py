@@ -29,13 +29,17 @@ def total(s: list, lo: int, hi: int):
     return acc
 
 
-class ReferenceStack:
-    """Eq. 1–3 for one batch row. ``step(v, d, u)`` with v a (m,) tensor and d, u scalar tensors."""
+class Reference:
+    """State at t = 0: lists indexed from 1 like the paper (index 0 unused)."""
 
     def __init__(self) -> None:
         self.t = 0
         self.V: list = [None]
         self.s: list = [None]
+
+
+class ReferenceStack(Reference):
+    """Eq. 1–3 for one batch row. ``step(v, d, u)`` with v a (m,) tensor and d, u scalar tensors."""
 
     def step(self, v: Tensor, d: Tensor, u: Tensor) -> Tensor:
         t = self.t = self.t + 1
@@ -52,13 +56,8 @@ class ReferenceStack:
         return r
 
 
-class ReferenceQueue:
+class ReferenceQueue(Reference):
     """Eq. 1, 4, 5 for one batch row."""
-
-    def __init__(self) -> None:
-        self.t = 0
-        self.V: list = [None]
-        self.s: list = [None]
 
     def step(self, v: Tensor, d: Tensor, u: Tensor) -> Tensor:
         t = self.t = self.t + 1
@@ -75,13 +74,8 @@ class ReferenceQueue:
         return r
 
 
-class ReferenceDeQue:
+class ReferenceDeQue(Reference):
     """Eq. 6–11 for one batch row."""
-
-    def __init__(self) -> None:
-        self.t = 0
-        self.V: list = [None]
-        self.s: list = [None]
 
     def step(self, v_top, v_bot, d_top, d_bot, u_top, u_bot) -> tuple[Tensor, Tensor]:
         t = self.t = self.t + 1

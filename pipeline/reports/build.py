@@ -137,50 +137,54 @@ def _in_model_order(selected: pd.DataFrame, task: str) -> pd.DataFrame:
 
 def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
     """Coarse accuracy against batches on training-length and test-length sequences (Figure 2b)."""
-    part = _in_model_order(selected, task)
-    if part.empty:
-        return False
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for r in part.itertuples():
+
+    def curves(r):
         frame = _metrics(root / r.run_id)
         evals = frame.dropna(subset=["train/coarse"]) if "train/coarse" in frame else frame.iloc[0:0]
-        for ax, column in zip(axes, ("train/coarse", "test/coarse")):
-            ax.plot(evals["step"], evals[column], marker="o", markersize=3, label=DISPLAY_NAMES[r.model],
-                    color=COLORS[r.model])
-    for ax, title in zip(axes, ("training lengths (8–64)", "test lengths (65–128)")):
-        ax.set_title(f"{TASK_TITLES[task]}: coarse accuracy, {title}")
-        ax.set_xlabel("batches")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("coarse accuracy")
-    axes[0].set_ylim(-0.02, 1.02)
-    axes[1].legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return True
+        return [(evals["step"], evals[column]) for column in ("train/coarse", "test/coarse")]
+
+    titles = [f"{TASK_TITLES[task]}: coarse accuracy, {lengths}"
+              for lengths in ("training lengths (8–64)", "test lengths (65–128)")]
+    return _two_panels(_in_model_order(selected, task), out, curves, titles, "batches", "coarse accuracy",
+                       marker="o", markersize=3)
 
 
 def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
     """Coarse and fine accuracy against source length, over the train, test and long sets."""
-    part = _in_model_order(selected, task)
+
+    def curves(r):
+        frame = pd.read_csv(root / r.run_id / "accuracy_by_length.csv").sort_values("source_length")
+        return [(frame["source_length"], frame[column].rolling(5, center=True, min_periods=1).mean())
+                for column in ("coarse", "fine")]
+
+    def mark_windows(ax):
+        ax.axvspan(*SPLITS["train"], color="grey", alpha=0.12, lw=0)
+        ax.axvline(SPLITS["test"][1], color="grey", lw=0.8, ls=":")
+
+    titles = [f"{TASK_TITLES[task]}: {metric} accuracy by source length" for metric in ("coarse", "fine")]
+    return _two_panels(_in_model_order(selected, task), out, curves, titles,
+                       "source length (shaded: training lengths; dotted: end of test lengths)",
+                       "accuracy (5-length moving average)", decorate=mark_windows)
+
+
+def _two_panels(part: pd.DataFrame, out: Path, curves, titles, xlabel: str, ylabel: str, decorate=None,
+                **style) -> bool:
+    """Two side-by-side accuracy panels, one line per selected run (``curves(run)`` gives its (x, y) per panel),
+    one colour per architecture throughout the report. False (and no file) when there is nothing to draw."""
     if part.empty:
         return False
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for r in part.itertuples():
-        frame = pd.read_csv(root / r.run_id / "accuracy_by_length.csv").sort_values("source_length")
-        for ax, column in zip(axes, ("coarse", "fine")):
-            smooth = frame[column].rolling(5, center=True, min_periods=1).mean()
-            ax.plot(frame["source_length"], smooth, label=DISPLAY_NAMES[r.model], color=COLORS[r.model])
-    for ax, column in zip(axes, ("coarse", "fine")):
-        lo, hi = SPLITS["train"]
-        ax.axvspan(lo, hi, color="grey", alpha=0.12, lw=0)
-        ax.axvline(SPLITS["test"][1], color="grey", lw=0.8, ls=":")
-        ax.set_title(f"{TASK_TITLES[task]}: {column} accuracy by source length")
-        ax.set_xlabel("source length (shaded: training lengths; dotted: end of test lengths)")
+        for ax, (x, y) in zip(axes, curves(r)):
+            ax.plot(x, y, label=DISPLAY_NAMES[r.model], color=COLORS[r.model], **style)
+    for ax, title in zip(axes, titles):
+        if decorate is not None:
+            decorate(ax)
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("accuracy (5-length moving average)")
+    axes[0].set_ylabel(ylabel)
     axes[0].set_ylim(-0.02, 1.02)
     axes[1].legend(loc="best", fontsize=8)
     fig.tight_layout()
