@@ -124,3 +124,27 @@ def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: Jo
         result.append(correct)
     model.train(was_training)
     return torch.tensor(result)
+
+
+@torch.no_grad()
+def memory_usage(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary) -> dict[str, float]:
+    """Mean push and pop signals on the source half (the source symbols) and the target half (separator and target
+    symbols) of ``pairs``, per memory end: a cheap view of how a memory model uses its memory. A model that has
+    learnt to use a stack pushes ~1 and pops ~0 while reading the source, and the reverse while writing the target.
+    Empty for models without a memory."""
+    if not hasattr(model, "memory_signals_over"):
+        return {}
+    batch = collate(pairs, vocab)
+    d, u = model.memory_signals_over(batch.inputs, batch.lengths)
+    positions = torch.arange(batch.inputs.shape[1]).unsqueeze(0)
+    k = batch.source_lengths.unsqueeze(1)
+    halves = {"source": (positions >= 1) & (positions <= k),
+              "target": (positions > k) & (positions < batch.lengths.unsqueeze(1))}
+    ends = ["top", "bottom"] if d.shape[-1] == 2 else [""]
+    out = {}
+    for half, mask in halves.items():
+        for e, end in enumerate(ends):
+            suffix = f"_{end}" if end else ""
+            out[f"memory/push_{half}{suffix}"] = d[..., e][mask].mean().item()
+            out[f"memory/pop_{half}{suffix}"] = u[..., e][mask].mean().item()
+    return out

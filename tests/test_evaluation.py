@@ -8,7 +8,7 @@ import torch
 from pipeline.config import ModelConfig
 from pipeline.data.encoding import JointVocabulary, collate
 from pipeline.evaluation import (coarse_accuracy, correct_prefix_from_logits, evaluate, fine_accuracy,
-                                 greedy_correct_prefix)
+                                 greedy_correct_prefix, memory_usage)
 from pipeline.models import build_model
 from pipeline.tasks import Pair, get_task
 
@@ -119,3 +119,21 @@ def test_scores_by_source_length():
     assert sorted(r["source_length"] for r in rows) == sorted(set(len(p.source) for p in pairs))
     weighted = sum(r["fine"] * r["n"] for r in rows) / 30
     assert weighted == pytest.approx(scores.fine)
+
+
+def test_memory_usage_separates_source_and_target_halves():
+    model, task, vocab = _trained_model("deque")
+    pairs = task.sample_batch(np.random.default_rng(3), "train", 8)
+    usage = memory_usage(model, pairs, vocab)
+    assert set(usage) == {f"memory/{op}_{half}_{end}" for op in ("push", "pop") for half in ("source", "target")
+                          for end in ("top", "bottom")}
+    assert all(0 < v < 1 for v in usage.values())
+    # the same numbers by hand, from the signals the memory receives
+    from pipeline.data.encoding import collate
+    batch = collate(pairs, vocab)
+    d, _ = model.memory_signals_over(batch.inputs, batch.lengths)
+    k = len(pairs[0].source)
+    first = d[0, 1 : k + 1, 0]
+    assert memory_usage(model, pairs[:1], vocab)["memory/push_source_top"] == pytest.approx(first.mean().item())
+    lstm = build_model(ModelConfig(name="lstm1", hidden=8), vocab.input_size, vocab.output_size)
+    assert memory_usage(lstm, pairs, vocab) == {}

@@ -120,6 +120,21 @@ class MemoryLSTM(TransductionModel):
             outputs = self.reference_controller_outputs(x, live)
         return self.readout(outputs)
 
+    @torch.no_grad()
+    def memory_signals_over(self, inputs: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Push and pop signals d, u (B, L, ends) at every position, as the memory receives them."""
+        x = self.embed(inputs)
+        live = live_mask(lengths, inputs.shape[1], x)
+        state = self.initial_state(x.shape[0], capacity=x.shape[1])
+        pushes, pops = [], []
+        for t in range(x.shape[1]):
+            h, next_state = self.advance(x[:, t], state, None if live is None else live[:, t])
+            d, u, _ = self.memory_signals(h)
+            pushes.append(d)
+            pops.append(u)
+            state = next_state
+        return torch.stack(pushes, dim=1), torch.stack(pops, dim=1)
+
     def reference_controller_outputs(self, x: Tensor, live: Tensor | None) -> Tensor:
         """o'_1 .. o'_L (B, L, H), one :meth:`advance` per position."""
         state = self.initial_state(x.shape[0], capacity=x.shape[1])

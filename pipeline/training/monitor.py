@@ -3,7 +3,8 @@
 * every ``perplexity_every`` batches: the average training perplexity of the window (the paper's model-selection
   criterion);
 * every ``eval_every`` batches: coarse and fine accuracy on fresh training-length sequences and on the cached
-  test-length set; the checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training
+  test-length set, and for memory models the mean push and pop on the source and target halves (a stack used as a
+  stack pushes on the source and pops on the target; one used as an extra recurrent layer does not); the checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training
   accuracy can collapse after converging, so the last checkpoint is not necessarily the one to report);
 * early stop once training coarse accuracy has been 1.0 for ``early_stop_patience`` evaluations in a row;
 * every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash.
@@ -20,10 +21,11 @@ import lightning as L
 import numpy as np
 
 from pipeline.data.encoding import JointVocabulary
-from pipeline.evaluation import evaluate
+from pipeline.evaluation import evaluate, memory_usage
 from pipeline.tasks import Pair, Task
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
+MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
 
 
 def fresh_training_pairs(task: Task, seed: int, step: int, n: int) -> list[Pair]:
@@ -108,10 +110,11 @@ class TrainingMonitor(L.Callback):
     def _evaluate(self, trainer: L.Trainer, module, step: int) -> dict:
         t = module.config.training
         vocab: JointVocabulary = module.vocab
-        train = evaluate(module.model, fresh_training_pairs(module.task, t.seed, step, t.eval_size), vocab)
+        fresh = fresh_training_pairs(module.task, t.seed, step, t.eval_size)
+        train = evaluate(module.model, fresh, vocab)
         test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
         metrics = {"train/coarse": train.coarse, "train/fine": train.fine, "test/coarse": test.coarse,
-                   "test/fine": test.fine}
+                   "test/fine": test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
         module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
         module.log("test_coarse", test.coarse, prog_bar=True, logger=False)
 
