@@ -3,13 +3,14 @@
 import pytest
 
 from pipeline.config import ConfigError, RunConfig, from_dict, load_yaml, resolve_run_config, to_dict
+from pipeline.paths import CONFIG_DIR
 
 
 def test_defaults_are_the_paper_settings_and_configs_run_yaml_lists_them():
     config = RunConfig()
     assert (config.model.hidden, config.model.memory_width, config.model.embedding) == (256, 256, 64)
     assert (config.training.batch_size, config.training.clip, config.model.pop_bias) == (10, 1.0, -1.0)
-    assert to_dict(resolve_run_config("configs/run.yaml")) == to_dict(config)
+    assert to_dict(resolve_run_config(CONFIG_DIR / "run.yaml")) == to_dict(config)
 
 
 @pytest.mark.parametrize("data, message", [
