@@ -23,6 +23,7 @@ from pathlib import Path
 import lightning as L
 import torch
 import yaml
+from lightning.pytorch.callbacks import RichProgressBar
 
 from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
 from pipeline.data.cache import load_eval_set
@@ -52,6 +53,22 @@ def claim_run_directory(config: RunConfig, run_dir: Path) -> None:
     atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
 
 
+class RunProgressBar(RichProgressBar):
+    """Lightning's progress bar for an endless stream: "batch n/N" instead of "Epoch 0/-2", no logger version."""
+
+    def __init__(self, max_batches: int) -> None:
+        super().__init__()
+        self.max_batches = max_batches
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return f"batches (of {self.max_batches:,})"
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
+
+
 def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, resume_step: int | None,
                   progress: bool) -> L.Trainer:
     loggers = [ResumableCSVLogger(run_dir, keep_through_step=resume_step)]
@@ -63,7 +80,7 @@ def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, re
     return L.Trainer(
         max_steps=t.max_batches,
         logger=loggers,
-        callbacks=[monitor],
+        callbacks=[monitor] + ([RunProgressBar(t.max_batches)] if progress else []),
         gradient_clip_val=t.clip,
         gradient_clip_algorithm=t.clip_mode,
         enable_checkpointing=False,  # the monitor writes last.ckpt and best.ckpt itself
