@@ -57,8 +57,10 @@ def test_a_finished_run_is_not_trained_again(tmp_path, cache_dir):
 
 def test_a_run_directory_refuses_a_different_config(tmp_path, cache_dir):
     train(tiny_config("lstm1", max_batches=10), tmp_path / "run", cache_dir=cache_dir, progress=False)
+    with pytest.raises(ValueError, match="holds a run of a different config"):  # finished: no stale results
+        train(tiny_config("lstm1", max_batches=10, lr=5e-3), tmp_path / "run", cache_dir=cache_dir, progress=False)
     (tmp_path / "run" / "results.json").unlink()
-    with pytest.raises(ValueError, match="holds a run of a different config"):
+    with pytest.raises(ValueError, match="holds a run of a different config"):  # unfinished
         train(tiny_config("lstm1", max_batches=10, lr=5e-3), tmp_path / "run", cache_dir=cache_dir, progress=False)
 
 

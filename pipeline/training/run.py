@@ -100,10 +100,10 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     """Train (or resume, or just return the results of) the run described by ``config``."""
     config.validate()
     run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
+    claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     results_file = run_dir / "results.json"
     if results_file.exists():
         return json.loads(results_file.read_text())
-    claim_run_directory(config, run_dir)
     commits = record_commit(run_dir)
     torch.set_num_threads(1)
 
