@@ -111,20 +111,30 @@ def time_batches(rounds: int, echo=print) -> dict[tuple[str, int, int], float]:
 
 
 _PEAK_PROBE = """
-import json, resource, sys, torch
+import json, sys, torch
 torch.set_num_threads(1)
 from pipeline.bench import TrainingStep
+
+def status_kb(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
 step = TrainingStep(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
-with open("/proc/self/statm") as f:
-    before_kb = int(f.read().split()[1]) * resource.getpagesize() / 1024
+with open("/proc/self/clear_refs", "w") as f:  # reset the high-water mark to the current resident set
+    f.write("5")
+before_kb = status_kb("VmRSS")
 step(); step()
-peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"peak_mb": (peak_kb - before_kb) / 1024}))
+print(json.dumps({"peak_mb": (status_kb("VmHWM") - before_kb) / 1024}))
 """
 
 
 def peak_memory_mb(name: str, hidden: int, steps: int) -> float:
-    """Growth of the peak resident set over two training batches, in a fresh process."""
+    """Growth of the peak resident set over two training batches, in a fresh process.
+
+    The high-water mark is read from /proc/self/status (VmHWM) after resetting it once the model is built.
+    ``getrusage``'s ``ru_maxrss`` will not do: Linux carries it over from the parent through fork and exec, so a
+    probe started by a large benchmark process would report the parent's peak.
+    """
     out = subprocess.run([sys.executable, "-c", _PEAK_PROBE, name, str(hidden), str(steps)], capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_mb"]
