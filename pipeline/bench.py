@@ -2,7 +2,8 @@
 ``reports/bench.json``.
 
 * **Time per training batch** (forward, backward, RMSProp step, gradient clipping) for the Stack-, Queue- and
-  DeQue-LSTMs and the 1- and 8-layer LSTMs, at batch 10, with 131 and 259 input positions (the longest
+  DeQue-LSTMs, the Stack-LSTM's readable reference path (``stack-reference``: what the fused path buys) and the
+  1- and 8-layer LSTMs, at batch 10, with 131 and 259 input positions (the longest
   training-length and test-length joint sequences), hidden 256 and 512. All in one process on one thread,
   rotating through the models round by round so that drifts of the machine hit every model alike; each figure is
   the median of the rounds. The yardstick is a plain one-layer ``torch.nn.LSTM`` of the same hidden size
@@ -34,6 +35,8 @@ from pipeline.training.logging import atomic_write_text
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
 YARDSTICK = "nn.LSTM"
+REFERENCE = "stack-reference"  # the Stack-LSTM's readable reference path: what the fused path buys
+TIMED = (YARDSTICK, *BENCH_MODELS, REFERENCE)
 STEPS = (131, 259)
 HIDDEN = (256, 512)
 BATCH = 10
@@ -61,6 +64,9 @@ class PlainLSTM(nn.Module):
 def make_model(name: str, hidden: int) -> nn.Module:
     if name == YARDSTICK:
         return PlainLSTM(hidden)
+    if name == REFERENCE:
+        return build_model(ModelConfig(name="stack", hidden=hidden, implementation="reference"), INPUT_SIZE,
+                           OUTPUT_SIZE)
     return build_model(ModelConfig(name=name, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE)
 
 
@@ -96,7 +102,7 @@ class Measurement:
 
 def time_batches(rounds: int, echo=print) -> dict[tuple[str, int, int], float]:
     """Median milliseconds per training batch of every (model, hidden, steps), rotating round by round."""
-    configs = [(name, hidden, steps) for hidden in HIDDEN for steps in STEPS for name in (YARDSTICK, *BENCH_MODELS)]
+    configs = [(name, hidden, steps) for hidden in HIDDEN for steps in STEPS for name in TIMED]
     steps_of = {config: TrainingStep(*config) for config in configs}
     for config, step in steps_of.items():  # warm-up: first-call allocations, lazy initialisation
         step()
@@ -169,7 +175,7 @@ def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, comm
         raise ValueError(f"rounds must be at least 7 (the median of at least 7 rounds), got {rounds}")
     torch.set_num_threads(1)
     started = time.perf_counter()
-    echo(f"timing {len(HIDDEN) * len(STEPS) * (len(BENCH_MODELS) + 1)} configurations, {rounds} rounds")
+    echo(f"timing {len(HIDDEN) * len(STEPS) * len(TIMED)} configurations, {rounds} rounds")
     medians = time_batches(rounds, echo)
     echo("peak memory, one fresh process per configuration")
     rows = []
@@ -206,6 +212,14 @@ def check_targets(rows: list[Measurement]) -> list[dict]:
     return checks
 
 
+def display_name(model: str) -> str:
+    if model == YARDSTICK:
+        return f"`{YARDSTICK}` (yardstick)"
+    if model == REFERENCE:
+        return "Stack-LSTM, reference path"
+    return DISPLAY_NAMES[model]
+
+
 def bench_markdown(result: dict, header: str) -> str:
     m = result["machine"]
     lines = ["# Benchmark: training speed and memory", "", header, "",
@@ -219,7 +233,7 @@ def bench_markdown(result: dict, header: str) -> str:
     lines += ["", "## Training batch", "", "| model | hidden | steps | ms / batch | ratio to nn.LSTM | peak MB |",
               "|---|---|---|---|---|---|"]
     for r in result["measurements"]:
-        name = DISPLAY_NAMES.get(r["model"], f"`{r['model']}` (yardstick)")
+        name = display_name(r["model"])
         lines.append(f"| {name} | {r['hidden']} | {r['steps']} | {r['ms_per_batch']:.1f} | "
                      f"{r['ratio_to_lstm1']:.2f} | {r['peak_mb']:.0f} |")
     lines += ["", "## Evaluation of the 1000 cached test-length sequences (copy, hidden 256)", "",
