@@ -4,6 +4,7 @@ failures recorded, and the SLURM route (through submitit's local executor)."""
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -60,6 +61,7 @@ def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
     assert rows[0]["paper_train_coarse"] == "0.62" and rows[0]["paper_test_fine"] == "0.38"  # copy, 1-layer LSTM
     text = readme.read_text()
     assert "35 finished" in text and "Made by `pytest` at commit" in text
+    assert re.search(r"Compute: [0-9.]+ CPU-hours over the 35 finished runs", text)
     for name in ("table3.md", "table2.md", "convergence_reversal.png", "length_gender.png"):
         assert (out / name).is_file() and f"]({name})" in text
     # Reports are regenerated from the finished runs alone: a second report, no training, same numbers.

@@ -17,6 +17,7 @@ checkpoint that the run reports.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -204,6 +205,30 @@ def _display_path(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
+def _commits_line(selected: pd.DataFrame) -> str:
+    if selected.empty:
+        return "No finished runs."
+    chains = [str(c).split() for c in selected["commit"]]  # a run resumed under a later commit lists both
+    commits = sorted({c for chain in chains for c in chain})
+    resumed = sum(len(chain) > 1 for chain in chains)
+    line = "Commit(s) the selected runs were trained at: " + ", ".join(f"`{c}`" for c in commits) + "."
+    if resumed:
+        line += (f" {resumed} of them {'was' if resumed == 1 else 'were'} interrupted and resumed under a later commit; each run's commits, oldest "
+                 "first, are in `table3.csv` and in its `commits.txt`.")
+    return line
+
+
+def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
+    """What the finished runs cost: training and evaluation seconds (summed over restarts), one thread each."""
+    if finished.empty:
+        return ""
+    seconds = float((finished["train_seconds"] + finished["eval_seconds"]).sum())
+    workers = sweep.workers or os.cpu_count() or 1
+    return (f"Compute: {seconds / 3600:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, "
+            f"training and evaluation), about {seconds / 3600 / workers:.1f} h of wall time with "
+            f"{workers} worker(s).")
+
+
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                  out_dir: Path | None = None, command: str | None = None) -> Path:
     """Write ``reports/<profile>/`` from the profile's finished runs. Returns the README's path."""
@@ -216,7 +241,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                                     " Run commits are listed per run in `table3.csv`.")
 
     statuses = sweep_status(sweep, runs_root)
-    selected = select_models(finished_runs(sweep, runs_root))
+    finished = finished_runs(sweep, runs_root)
+    selected = select_models(finished)
     table = table3(selected, sweep)
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
     sizes = sorted({int(n) for n in selected["eval_sizes"].map(lambda d: d["test"])}) if not selected.empty else []
@@ -236,9 +262,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     lines = [f"# Report: profile `{sweep.name}`", "", header, "", sweep.description.strip(), "",
              "## Runs", "",
              f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
-             f"Run directories: `{_display_path(root)}`. Commit(s) of the selected runs: "
-             + (", ".join(f"`{c}`" for c in sorted(selected["commit"].unique())) if not selected.empty else "none")
-             + "."]
+             f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "", _compute_line(finished, sweep)]
     if failed:
         lines += ["", "Failed runs (see `failed.json` in each):", ""]
         lines += [f"- `{s.run_dir.name}`: {json.loads((s.run_dir / 'failed.json').read_text())['error']}"
