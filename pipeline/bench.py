@@ -3,13 +3,14 @@
 
 * **Time per training batch** (forward, backward, RMSProp step, gradient clipping) for the Stack-, Queue- and
   DeQue-LSTMs, the Stack-LSTM's readable reference path (``stack-reference``: what the fused path buys) and the
-  1- and 8-layer LSTMs, at batch 10, with 131 and 259 input positions (the longest
-  training-length and test-length joint sequences), hidden 256 and 512. All in one process on one thread,
+  1- and 8-layer LSTMs, at batch 10, with 131 and 259 input positions (the longest training-length and
+  test-length joint sequences), hidden 256 and 512. All in one process on one thread,
   rotating through the models round by round so that drifts of the machine hit every model alike; each figure is
   the median of the rounds. The yardstick is a plain one-layer ``torch.nn.LSTM`` of the same hidden size
   (embedding, LSTM, linear output), timed in the same rounds: ``ratio_to_lstm1`` = model / yardstick.
 * **Peak memory** of one training batch: the growth of the process's peak resident set over two batches, measured
-  in a fresh process per configuration (a process's peak can only grow, so one process cannot measure several).
+  in a fresh process per configuration (memory that the allocator keeps from another model would hide a model's
+  own growth).
 * **Evaluation speed**: sequences per second when evaluating the 1000 cached test-length sequences.
 """
 

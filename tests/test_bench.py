@@ -31,7 +31,8 @@ def test_peak_memory_is_measured_in_a_fresh_process():
 
 
 def test_peak_memory_ignores_the_parent_processs_peak():
-    # Linux carries ru_maxrss over fork and exec: a probe reading it under a 600 MB parent reported ~600 MB.
+    # Linux carries ru_maxrss over fork and exec: a probe that read it reported the ~1.3 GB of the benchmark
+    # process that started it, for every model.
     ballast = torch.ones(600 * 2**20 // 4)  # 600 MB, touched
     assert ballast.sum() > 0
     assert 0 <= peak_memory_mb("lstm1", 16, 7) < 100

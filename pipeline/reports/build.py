@@ -213,8 +213,8 @@ def _commits_line(selected: pd.DataFrame) -> str:
     resumed = sum(len(chain) > 1 for chain in chains)
     line = "Commit(s) the selected runs were trained at: " + ", ".join(f"`{c}`" for c in commits) + "."
     if resumed:
-        line += (f" {resumed} of them {'was' if resumed == 1 else 'were'} interrupted and resumed under a later commit; each run's commits, oldest "
-                 "first, are in `table3.csv` and in its `commits.txt`.")
+        line += (f" {resumed} of them {'was' if resumed == 1 else 'were'} interrupted and resumed under a later "
+                 "commit; each run's commits, oldest first, are in `table3.csv` and in its `commits.txt`.")
     return line
 
 
@@ -262,7 +262,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     lines = [f"# Report: profile `{sweep.name}`", "", header, "", sweep.description.strip(), "",
              "## Runs", "",
              f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
-             f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "", _compute_line(finished, sweep)]
+             f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "",
+             _compute_line(finished, sweep)]
     if failed:
         lines += ["", "Failed runs (see `failed.json` in each):", ""]
         lines += [f"- `{s.run_dir.name}`: {json.loads((s.run_dir / 'failed.json').read_text())['error']}"
