@@ -42,6 +42,8 @@ class ControllerState:
     c: Tensor  # (B, H)
     reads: Tensor  # (B, ends * m): r_{t-1}, both ends' reads side by side for the DeQue (top, then bottom)
     memory: NeuralStack | NeuralQueue | NeuralDeQue
+    push: Tensor | None = None  # (B, ends): d_t, as the memory received it at the last step (None before any)
+    pop: Tensor | None = None  # (B, ends): u_t, likewise
 
 
 class MemoryLSTM(TransductionModel):
@@ -95,7 +97,7 @@ class MemoryLSTM(TransductionModel):
         else:
             r_top, r_bot = state.memory.step(v[:, :m], v[:, m:], d[:, 0], d[:, 1], u[:, 0], u[:, 1])
             reads = torch.cat([r_top, r_bot], dim=-1)
-        return h, ControllerState(h, c, reads, state.memory)
+        return h, ControllerState(h, c, reads, state.memory, d, u)
 
     def memory_signals(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """d (B, ends), u (B, ends), v (B, ends * m) from the controller output."""
@@ -128,11 +130,9 @@ class MemoryLSTM(TransductionModel):
         state = self.initial_state(x.shape[0], capacity=x.shape[1])
         pushes, pops = [], []
         for t in range(x.shape[1]):
-            h, next_state = self.advance(x[:, t], state, None if live is None else live[:, t])
-            d, u, _ = self.memory_signals(h)
-            pushes.append(d)
-            pops.append(u)
-            state = next_state
+            _, state = self.advance(x[:, t], state, None if live is None else live[:, t])
+            pushes.append(state.push)
+            pops.append(state.pop)
         return torch.stack(pushes, dim=1), torch.stack(pops, dim=1)
 
     def reference_controller_outputs(self, x: Tensor, live: Tensor | None) -> Tensor:

@@ -4,8 +4,9 @@
   criterion);
 * every ``eval_every`` batches: coarse and fine accuracy on fresh training-length sequences and on the cached
   test-length set, and for memory models the mean push and pop on the source and target halves (a stack used as a
-  stack pushes on the source and pops on the target; one used as an extra recurrent layer does not); the checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training
-  accuracy can collapse after converging, so the last checkpoint is not necessarily the one to report);
+  stack pushes on the source and pops on the target; one used as an extra recurrent layer does not); the
+  checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training accuracy can collapse
+  after converging, so the last checkpoint is not necessarily the one to report);
 * early stop once training coarse accuracy has been 1.0 for ``early_stop_patience`` evaluations in a row;
 * every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash.
   The logs are flushed first, so everything logged up to a checkpoint is on disk when it is written.
