@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pipeline.config import ModelConfig
-from pipeline.models import build_model
+from pipeline.models import build_model, packed
 
 
 def pair_of_models(name, hidden=12, width=6):
@@ -48,3 +48,44 @@ def test_fused_runs_in_float32_and_without_grad():
     inputs = torch.randint(1, 11, (3, 20))
     with torch.no_grad():
         torch.testing.assert_close(fused(inputs), ref(inputs), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["stack", "queue", "deque"])
+def test_fused_float32_on_the_packed_route_matches_float64_reference(name):
+    """Training runs in float32, where the recurrent products take the packed oneDNN route (a different summation
+    order): outputs and every gradient stay within float32 rounding of the float64 reference."""
+    ref, fused = pair_of_models(name, hidden=32, width=8)
+    fused = fused.float()
+    assert packed.packs(fused.controller.weight_hh) == packed.ONEDNN
+    gen = torch.Generator().manual_seed(3)
+    inputs = torch.randint(1, 11, (5, 30), generator=gen)
+    weights = torch.randn(5, 30, 7, generator=gen, dtype=torch.float64)
+    results = []
+    for model in (ref, fused):
+        out = model(inputs)
+        (out.double() * weights).sum().backward()
+        results.append((out.detach().double(), {n: p.grad.double() for n, p in model.named_parameters()}))
+    (out_ref, grads_ref), (out_32, grads_32) = results
+    torch.testing.assert_close(out_32, out_ref, atol=1e-5, rtol=1e-4)
+    for name_, g in grads_ref.items():
+        scale = g.abs().max().item()
+        torch.testing.assert_close(grads_32[name_], g, atol=1e-4 * scale, rtol=1e-3, msg=name_)
+
+
+@pytest.mark.skipif(not packed.ONEDNN, reason="this torch has no oneDNN linear operators")
+@pytest.mark.parametrize("rows", [10, 7, 1])
+def test_packed_weight_equals_the_plain_product(rows):
+    """The packed route gives x·Wᵀ (+ bias) (+ add) for the row count it was packed for and for others."""
+    gen = torch.Generator().manual_seed(4)
+    w, b = torch.randn(48, 40, generator=gen), torch.randn(48, generator=gen)
+    x, add = torch.randn(rows, 40, generator=gen), torch.randn(rows, 48, generator=gen)
+    assert packed.packs(w)
+    exact = x.double() @ w.double().t()
+    torch.testing.assert_close(packed.PackedWeight(w, 10)(x).double(), exact, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(packed.PackedWeight(w, 10, b)(x, add=add).double(),
+                               exact + b.double() + add.double(), atol=1e-5, rtol=1e-5)
+    a, c = torch.randn(40, 90, generator=gen), torch.randn(90, 33, generator=gen)
+    torch.testing.assert_close(packed.matmul(a, c).double(), a.double() @ c.double(), atol=1e-4, rtol=1e-5)
+    c_stored_transposed = c.t().contiguous().t()
+    torch.testing.assert_close(packed.matmul(a, c_stored_transposed).double(), a.double() @ c.double(), atol=1e-4,
+                               rtol=1e-5)

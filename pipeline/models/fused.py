@@ -24,7 +24,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from pipeline.memory.operations import PopTrace, ReadTrace, pop_backward, pop_forward, read_backward, read_forward
+from pipeline.memory.operations import pop_backward, pop_forward, read_backward, read_forward
+from pipeline.models.packed import PackedWeight, matmul
 
 
 def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
@@ -49,16 +50,20 @@ class FusedMemoryLSTM(torch.autograd.Function):
         L, B, G = x_gates.shape
         H = G // 4
         ends = 2 if memory == "deque" else 1
-        R = ends * m
+        R, D = ends * m, 2 * ends  # read features; (d, u) signals
         from_top = memory != "queue"
         f = dict(dtype=x_gates.dtype, device=x_gates.device)
+        recurrent = PackedWeight(w_rec, B)  # [r_{t-1}; h_{t-1}] -> gate pre-activations
+        signal_head = PackedWeight(w_sig, B, b_sig)  # h_t -> (d, u, v) pre-activations
+        live = None if live is None else live.unsqueeze(-1)  # (L, B, 1)
 
-        hx = torch.empty(L, B, R + H, **f)  # [r_{t-1}; h_{t-1}] for every t: the input of w_rec
+        # hx[t] = [r_{t-1}; h_{t-1}], the input of w_rec at step t; step t writes its r_t and h_t into hx[t + 1]
+        # directly, so hx[1:, :, R:] is the output h_1 .. h_L (hx[L]'s read is never used).
+        hx = torch.empty(L + 1, B, R + H, **f)
         acts = torch.empty(L, B, G, **f)  # gate activations (i, f, g, o)
         cells = torch.empty(L + 1, B, H, **f)  # c_0 .. c_L
         tanh_c = torch.empty(L, B, H, **f)
-        hs = torch.empty(L, B, H, **f)  # h_1 .. h_L: the outputs
-        sigs = torch.empty(L, B, 2 * ends + R, **f)  # sigmoid(d, u) (before the padding mask) and tanh(v)
+        sigs = torch.empty(L, B, D + R, **f)  # sigmoid(d, u) (before the padding mask) and tanh(v)
         values = torch.empty(B, ends * L, m, **f)  # every value row ever written, stored once
         traces = []
 
@@ -67,30 +72,29 @@ class FusedMemoryLSTM(torch.autograd.Function):
         cells[0] = c0
         s = x_gates.new_zeros(B, 0)
         for t in range(L):
-            z = torch.addmm(x_gates[t], hx[t], w_rec.t())
+            z = recurrent(hx[t], add=x_gates[t])
             a = acts[t]
             torch.sigmoid(z, out=a)
-            a[:, 2 * H : 3 * H].copy_(z[:, 2 * H : 3 * H].tanh_())
-            i, fg, g, o = a[:, :H], a[:, H : 2 * H], a[:, 2 * H : 3 * H], a[:, 3 * H :]
-            torch.addcmul(fg * cells[t], i, g, out=cells[t + 1])
-            torch.tanh(cells[t + 1], out=tanh_c[t])
-            h = torch.mul(o, tanh_c[t], out=hs[t])
+            torch.tanh(z[:, 2 * H : 3 * H], out=a[:, 2 * H : 3 * H])
+            c = torch.mul(a[:, H : 2 * H], cells[t], out=cells[t + 1])
+            c.addcmul_(a[:, :H], a[:, 2 * H : 3 * H])
+            h = torch.mul(a[:, 3 * H :], torch.tanh(c, out=tanh_c[t]), out=hx[t + 1, :, R:])
 
-            zs = torch.addmm(b_sig, h, w_sig.t())
+            zs = signal_head(h)
             sig = sigs[t]
-            torch.sigmoid(zs[:, : 2 * ends], out=sig[:, : 2 * ends])
-            torch.tanh(zs[:, 2 * ends :], out=sig[:, 2 * ends :])
-            du = sig[:, : 2 * ends] if live is None else sig[:, : 2 * ends] * live[t].unsqueeze(-1)
-            d, u, v = du[:, :ends], du[:, ends:], sig[:, 2 * ends :]
+            torch.sigmoid(zs[:, :D], out=sig[:, :D])
+            torch.tanh(zs[:, D:], out=sig[:, D:])
+            du = sig[:, :D] if live is None else sig[:, :D] * live[t]
+            d, u, v = du[:, :ends], du[:, ends:], sig[:, D:]
+            r = hx[t + 1, :, :R]
 
             if ends == 1:  # Stack (eq. 1-3) or Queue (eq. 1, 4, 5)
                 values[:, t] = v
                 s_popped, pop_trace = pop_forward(s, u[:, 0], from_top)
                 s = torch.cat([s_popped, d], dim=-1)
-                r, read_trace = read_forward(s, values[:, : t + 1], from_top)
+                r_t, read_trace = read_forward(s, values[:, : t + 1], from_top)
+                r.copy_(r_t)
                 traces.append((pop_trace, read_trace))
-                if t + 1 < L:
-                    hx[t + 1, :, :R] = r
             else:  # DeQue (eq. 6-11); rows lo..hi-1 are live, bottom rows grow downwards from the middle
                 lo, hi = L - 1 - t, L + t + 1
                 values[:, lo] = v[:, m:]
@@ -101,40 +105,56 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 rows = values[:, lo:hi]
                 r_top, top_read = read_forward(s, rows, from_top=True)
                 r_bot, bottom_read = read_forward(s, rows, from_top=False)
+                r[:, :m] = r_top
+                r[:, m:] = r_bot
                 traces.append((top_pop, bottom_pop, top_read, bottom_read))
-                if t + 1 < L:
-                    hx[t + 1, :, :m] = r_top
-                    hx[t + 1, :, m:R] = r_bot
-            if t + 1 < L:
-                hx[t + 1, :, R:] = h
 
-        ctx.save_for_backward(w_rec, w_sig, hx, acts, cells, tanh_c, hs, sigs, values)
+        ctx.save_for_backward(w_rec, w_sig, hx, acts, cells, tanh_c, sigs, values)
         ctx.live = live
         ctx.traces = traces
         ctx.config = (memory, m, ends, from_top)
-        return hs
+        return hx[1:, :, R:]
 
     @staticmethod
     def backward(ctx, g_hs):
-        w_rec, w_sig, hx, acts, cells, tanh_c, hs, sigs, values = ctx.saved_tensors
+        w_rec, w_sig, hx, acts, cells, tanh_c, sigs, values = ctx.saved_tensors
         memory, m, ends, from_top = ctx.config
         live = ctx.live
         L, B, G = acts.shape
         H = G // 4
-        R = ends * m
+        R, D = ends * m, 2 * ends
+        f = dict(dtype=acts.dtype, device=acts.device)
+
+        # The local derivatives of every position depend on the forward pass only: all positions at once, so the
+        # loop below is a handful of operations per position.
+        i, fg, g, o = acts.view(L, B, 4, H).unbind(2)
+        gate_coef = torch.empty(L, B, 4, H, **f)  # dz/dc for the i, f, g gates; dz/dh for the o gate
+        torch.mul(g, i * (1 - i), out=gate_coef[:, :, 0])
+        torch.mul(cells[:-1], fg * (1 - fg), out=gate_coef[:, :, 1])
+        torch.mul(i, 1 - g * g, out=gate_coef[:, :, 2])
+        torch.mul(tanh_c, o * (1 - o), out=gate_coef[:, :, 3])
+        cell_coef = o * (1 - tanh_c * tanh_c)  # dc_t/dh_t through h_t = o tanh(c_t)
+        sig_coef = torch.empty_like(sigs)  # d(signal)/d(pre-activation), with the padding mask on d and u
+        p, vv = sigs[..., :D], sigs[..., D:]
+        torch.mul(p, 1 - p, out=sig_coef[..., :D])
+        if live is not None:
+            sig_coef[..., :D] *= live
+        torch.mul(vv, vv, out=sig_coef[..., D:]).neg_().add_(1)
+
+        # The transposed products of backward: g_hx = g_z · w_rec, g_h += g_sig · w_sig.
+        recurrent_t = PackedWeight(w_rec.t().contiguous(), B)
+        signal_head_t = PackedWeight(w_sig.t().contiguous(), B)
 
         g_z_all = torch.empty_like(acts)  # dL/d(gate pre-activations), every t: for w_rec, x_gates
         g_sig_all = torch.empty_like(sigs)  # dL/d(signal pre-activations), every t: for w_sig, b_sig
         g_values = torch.zeros_like(values)  # dL/dV, accumulated from every read (eq. 15)
-        g_h = torch.zeros(B, H, dtype=acts.dtype, device=acts.device)  # from step t+1 through the recurrence
-        g_c = torch.zeros_like(g_h)
-        g_r = torch.zeros(B, R, dtype=acts.dtype, device=acts.device)  # dL/dr_t from step t+1
+        g_h = torch.zeros(B, H, **f)  # from step t+1 through the recurrence
+        g_c = torch.zeros(B, H, **f)
+        g_r = torch.zeros(B, R, **f)  # dL/dr_t from step t+1
         g_s = None  # dL/ds_t from step t+1's pop
-        w_rec_t = w_rec.t().contiguous()  # g_hx = g_z · w_rec reads this layout several times faster
 
         for t in range(L - 1, -1, -1):
-            sig = sigs[t]
-            g_du = torch.empty(B, 2 * ends, dtype=acts.dtype, device=acts.device)
+            g_du = torch.empty(B, D, **f)
             # -- memory step t, backwards (appendix A) --
             if ends == 1:
                 pop_trace, read_trace = ctx.traces[t]
@@ -164,32 +184,22 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 g_s, g_du[:, 2] = pop_backward(g_s_top, top_pop, from_top=True)  # u_top
 
             # -- signal heads: d, u = sigmoid(.) * live, v = tanh(.) --
-            if live is not None:
-                g_du *= live[t].unsqueeze(-1)
             g_sig = g_sig_all[t]
-            p = sig[:, : 2 * ends]
-            torch.mul(g_du, p * (1 - p), out=g_sig[:, : 2 * ends])
-            vv = sig[:, 2 * ends :]
-            torch.mul(g_v, 1 - vv * vv, out=g_sig[:, 2 * ends :])
-            g_h = g_h + g_hs[t]
-            g_h.addmm_(g_sig, w_sig)
+            torch.mul(g_du, sig_coef[t, :, :D], out=g_sig[:, :D])
+            torch.mul(g_v, sig_coef[t, :, D:], out=g_sig[:, D:])
+            g_h = signal_head_t(g_sig, add=g_h + g_hs[t])
 
             # -- LSTM cell, backwards --
-            a = acts[t]
-            i, fg, g, o = a[:, :H], a[:, H : 2 * H], a[:, 2 * H : 3 * H], a[:, 3 * H :]
-            tc = tanh_c[t]
-            g_c = g_c + g_h * o * (1 - tc * tc)
+            g_c.addcmul_(g_h, cell_coef[t])
             g_z = g_z_all[t]
-            torch.mul(g_c * g, i * (1 - i), out=g_z[:, :H])
-            torch.mul(g_c * cells[t], fg * (1 - fg), out=g_z[:, H : 2 * H])
-            torch.mul(g_c * i, 1 - g * g, out=g_z[:, 2 * H : 3 * H])
-            torch.mul(g_h * tc, o * (1 - o), out=g_z[:, 3 * H :])
-            g_c = g_c * fg
-            g_hx = torch.mm(g_z, w_rec_t.t())
-            g_r, g_h = g_hx[:, :R], g_hx[:, R:].contiguous()
+            torch.mul(g_c.unsqueeze(1), gate_coef[t, :, :3], out=g_z.view(B, 4, H)[:, :3])
+            torch.mul(g_h, gate_coef[t, :, 3], out=g_z[:, 3 * H :])
+            g_c.mul_(fg[t])
+            g_hx = recurrent_t(g_z)
+            g_r, g_h = g_hx[:, :R], g_hx[:, R:]
 
         # Weight gradients of all positions at once.
-        g_w_rec = torch.mm(g_z_all.view(L * B, G).t(), hx.view(L * B, -1))
-        g_w_sig = torch.mm(g_sig_all.view(L * B, -1).t(), hs.view(L * B, H))
+        g_w_rec = matmul(g_z_all.view(L * B, G).t(), hx[:L].reshape(L * B, -1))
+        g_w_sig = matmul(g_sig_all.view(L * B, -1).t(), hx[1:, :, R:].reshape(L * B, H))
         g_b_sig = g_sig_all.sum(dim=(0, 1))
         return g_z_all, g_w_rec, g_w_sig, g_b_sig, g_h, g_c, None, None, None
