@@ -17,12 +17,16 @@ A Stack, a Queue and a DeQue differ only in *which end* of the strength vector a
 
 Ties (footnote 1). ``max`` and ``min`` are not differentiable where their arguments are equal; the paper takes the
 derivative of the *left* argument there. So ``max(0, x)`` passes no gradient to ``x`` at ``x == 0`` (the left
-argument is the constant 0) and ``min(s, cap)`` passes the gradient to ``s`` at ``s == cap``. Written with
-``torch.where`` and these exact comparisons, the forward below gives the paper's rule under autograd too;
-``torch.maximum``/``torch.minimum`` (which split ties 50/50) and ``clamp(min=0)`` (which passes 1 at zero) do not.
+argument is the constant 0) and ``min(s, cap)`` passes the gradient to ``s`` at ``s == cap``. ``max(0, x)`` is
+``torch.relu``, whose derivative is exactly that (1 where x > 0, else 0; ``clamp(min=0)`` would pass 1 at zero),
+and the min is a ``torch.where`` on ``s <= cap`` (``torch.minimum`` splits ties 50/50). The backward functions
+replay these rules: ``positive_part_adjoint`` is relu's own adjoint, applied to each max(0, ·) from its saved
+output; the min's branch is saved as a mask.
 
-Each ``*_forward`` returns its result and a trace of the branch each ``max``/``min`` took; ``*_backward`` replays
-the adjoint from that trace. Every function is vectorised over the batch and costs O(n) (pop) or O(n·m) (read).
+Each ``*_forward`` returns its result and a trace of what its adjoint needs; ``*_backward`` replays the adjoint
+from that trace. Every function is vectorised over the batch and costs O(n) (pop) or O(n·m) (read). They run at
+every position of every sequence, so they are written with as few ATen calls as the equations allow, and without
+Python-number operands where a tensor one will do (those cost about twice as much per call on a CPU).
 """
 
 from __future__ import annotations
@@ -30,20 +34,20 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 
 def exclusive_sum(s: Tensor, from_top: bool) -> Tensor:
     """``ahead[i]``: the sum of ``s[j]`` over the rows a traversal from that end visits before row ``i``.
 
-    ``from_top``: sum over j > i; otherwise sum over j < i. Computed from one cumulative sum, arranged so that the
-    row at the traversal's start gets exactly 0 and integer-valued strengths (the classical limit) stay exact.
+    ``from_top``: sum over j > i (the total minus the inclusive sum); otherwise sum over j < i (the inclusive sum
+    minus the row itself). Either way the row at the traversal's start gets exactly 0 and integer-valued strengths
+    (the classical limit) stay exact.
     """
     c = s.cumsum(-1)
     if from_top:
         return c[..., -1:] - c
-    return F.pad(c[..., :-1], (1, 0))
+    return c - s
 
 
 def exclusive_sum_adjoint(g: Tensor, from_top: bool) -> Tensor:
@@ -52,47 +56,47 @@ def exclusive_sum_adjoint(g: Tensor, from_top: bool) -> Tensor:
     return exclusive_sum(g, not from_top)
 
 
-class PopTrace(NamedTuple):
-    """Which branch each ``max`` took in a pop; all the adjoint needs (eq. 16–17)."""
+def positive_part_adjoint(g: Tensor, positive_part: Tensor) -> Tensor:
+    """The adjoint of ``y = max(0, x)`` under footnote 1, from its output: ``g`` where ``y > 0``, else 0."""
+    return torch.ops.aten.threshold_backward(g, positive_part, 0)
 
-    deleting: Tensor  # u - ahead[i] > 0: deletion quantity was left when the walk reached row i
-    alive: Tensor  # s[i] - max(0, u - ahead[i]) > 0: the row keeps some strength (s'[i] > 0)
+
+class PopTrace(NamedTuple):
+    """What the adjoint of a pop needs (eq. 16–17): its two max(0, ·) outputs."""
+
+    taken: Tensor  # max(0, u - ahead[i]): the deletion quantity left when the walk reaches row i
+    kept: Tensor  # s'[i] = max(0, s[i] - taken[i]): the strength row i keeps
 
 
 def pop_forward(s: Tensor, u: Tensor, from_top: bool) -> tuple[Tensor, PopTrace]:
     """Remove the quantity ``u`` (shape (B,)) from the strengths ``s`` (B, n), nearest end first."""
-    left = u.unsqueeze(-1) - exclusive_sum(s, from_top)  # deletion quantity left on reaching row i
-    deleting = left > 0
-    reduced = s - torch.where(deleting, left, 0.0)  # s[i] - max(0, u - ahead[i])
-    alive = reduced > 0
-    return torch.where(alive, reduced, 0.0), PopTrace(deleting, alive)
+    taken = torch.relu(u.unsqueeze(-1) - exclusive_sum(s, from_top))
+    kept = torch.relu(s - taken)
+    return kept, PopTrace(taken, kept)
 
 
 def pop_backward(g_out: Tensor, trace: PopTrace, from_top: bool) -> tuple[Tensor, Tensor]:
     """Gradients of a pop w.r.t. its strengths and its pop signal, given the gradient of its output."""
-    g_reduced = torch.where(trace.alive, g_out, 0.0)
-    g_left = torch.where(trace.deleting, -g_reduced, 0.0)
-    g_s = g_reduced - exclusive_sum_adjoint(g_left, from_top)
-    return g_s, g_left.sum(-1)
+    g_kept = positive_part_adjoint(g_out, trace.kept)  # dL/d(s[i] - taken[i])
+    g_ahead = positive_part_adjoint(g_kept, trace.taken)  # taken[i] = max(0, u - ahead[i]) enters with sign -1
+    return g_kept + exclusive_sum_adjoint(g_ahead, from_top), g_ahead.sum(-1).neg()
 
 
 class ReadTrace(NamedTuple):
     """What the adjoint of a read needs (eq. 15, 18)."""
 
-    weights: Tensor  # w[i] = min(s[i], max(0, 1 - ahead[i])), (B, n)
+    weights: Tensor  # w[i] = min(s[i], cap[i]), (B, n)
     take_strength: Tensor  # s[i] <= cap[i]: the min took its left argument
-    capped: Tensor  # 1 - ahead[i] > 0: the inner max took its right argument
+    cap: Tensor  # max(0, 1 - ahead[i]): the read quantity left when the walk reaches row i
 
 
 def read_forward(s: Tensor, values: Tensor, from_top: bool) -> tuple[Tensor, ReadTrace]:
     """Read with quantity 1 from one end: ``r = sum_i w[i] V[i]`` with ``values`` (B, n, m). Returns (B, m)."""
-    room = 1.0 - exclusive_sum(s, from_top)
-    capped = room > 0
-    cap = torch.where(capped, room, 0.0)
+    cap = torch.relu(1.0 - exclusive_sum(s, from_top))
     take_strength = s <= cap
     weights = torch.where(take_strength, s, cap)
     r = torch.bmm(weights.unsqueeze(1), values).squeeze(1)
-    return r, ReadTrace(weights, take_strength, capped)
+    return r, ReadTrace(weights, take_strength, cap)
 
 
 def read_backward(g_r: Tensor, trace: ReadTrace, values: Tensor, from_top: bool) -> Tensor:
@@ -102,5 +106,5 @@ def read_backward(g_r: Tensor, trace: ReadTrace, values: Tensor, from_top: bool)
     # equivalent (n × m)·(m × 1) product, whose matrix-vector kernel handles the tall shape poorly.
     g_w = torch.bmm(g_r.unsqueeze(1), values.transpose(1, 2)).squeeze(1)
     g_s = torch.where(trace.take_strength, g_w, 0.0)
-    g_room = torch.where(trace.capped, g_w - g_s, 0.0)
+    g_room = positive_part_adjoint(g_w - g_s, trace.cap)  # cap = max(0, room), room = 1 - ahead
     return g_s - exclusive_sum_adjoint(g_room, from_top)

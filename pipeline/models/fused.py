@@ -2,21 +2,24 @@
 
 Same function as :meth:`MemoryLSTM.reference_controller_outputs` (tests check outputs and the gradient of every
 parameter against it), computed faster. On a CPU with one thread a training batch of short sequences is dominated by
-per-operation overhead and by the weight gradients, not by arithmetic:
+per-operation overhead and by the matrix products, not by the memory's arithmetic:
 
 * the reference path records ~40 autograd nodes per position and, in backward, computes every step's weight
   gradient as its own skinny (B-row) matrix product, accumulated into the full weight matrices each time;
-* here the forward loop records nothing, the backward loop (BPTT, written out below) touches only activations, and
-  the weight gradients of all positions are collected and computed at the end as one large matrix product each;
-* the input half of the controller's gate pre-activations (W_ie x_t + b) is computed for all positions at once,
-  outside this node, by ordinary autograd;
+* here the forward loop records nothing and the backward loop (BPTT, written out below) touches only activations:
+  the input projection ``W_ie x_t + b`` of all positions is one product before the loop, the weight gradients of
+  all positions one product after it, and every local derivative that depends only on the forward pass (σ', tanh')
+  is computed for all positions at once before the backward loop;
+* every product goes through :mod:`pipeline.models.packed` (oneDNN on a weight packed once per call, on CPU float32);
 * the memory is the same pop/read traversals (:mod:`pipeline.memory.operations`, eq. 2–11) with their hand-written
   adjoints, on one value buffer preallocated for the whole sequence; the value rows' gradients are accumulated
-  in a buffer of the same shape, which is safe here because this node owns the entire sequence.
+  in a buffer of the same shape, which is safe here because this node owns the entire sequence;
+* the per-position views of every buffer are made once, before the loops (``unbind``), not by indexing at every
+  step: at ~1 µs per Python-level index and ~60 operations per position, the bookkeeping is a real share of the time.
 
-Notation: L positions, batch B, hidden H, memory width m, ``ends`` = 1 (Stack, Queue) or 2 (DeQue), R = ends·m
-read features, S = ends·(2 + m) signal features laid out [d (ends), u (ends), v (ends·m)], ends ordered (top,
-bottom). The LSTM gates are PyTorch's order (i, f, g, o).
+Notation: L positions, batch B, input embedding E, hidden H, memory width m, ``ends`` = 1 (Stack, Queue) or 2
+(DeQue), R = ends·m read features, D = 2·ends push/pop signals; the signal head's output is laid out
+[d (ends), u (ends), v (ends·m)], ends ordered (top, bottom). The LSTM gates are PyTorch's order (i, f, g, o).
 """
 
 from __future__ import annotations
@@ -31,14 +34,11 @@ from pipeline.models.packed import PackedWeight, matmul
 def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
     """o'_1 .. o'_L (B, L, H) of ``model`` (a MemoryLSTM) for input embeddings ``x`` (B, L, E)."""
     cell = model.controller
-    E = x.shape[-1]
-    # The input half of the gates for every position in one product (W_ih = [W_ie | W_ir]); the rest is per step.
-    x_gates = torch.addmm(cell.bias_ih + cell.bias_hh, x.transpose(0, 1).reshape(-1, E), cell.weight_ih[:, :E].t())
-    x_gates = x_gates.view(x.shape[1], x.shape[0], -1)
-    w_rec = torch.cat([cell.weight_ih[:, E:], cell.weight_hh], dim=1)  # acts on [r_{t-1}; h_{t-1}]
     B = x.shape[0]
+    # The controller's input is [x_t; r_{t-1}] and its state h_{t-1}: one weight [W_ie | W_ir | W_hh] over all three.
+    w_all = torch.cat([cell.weight_ih, cell.weight_hh], dim=1)
     live_t = None if live is None else live.transpose(0, 1).contiguous()
-    outputs = FusedMemoryLSTM.apply(x_gates, w_rec, model.signals.weight, model.signals.bias,
+    outputs = FusedMemoryLSTM.apply(x, w_all, cell.bias_ih + cell.bias_hh, model.signals.weight, model.signals.bias,
                                     model.h0.expand(B, -1), model.c0.expand(B, -1), live_t,
                                     model.memory, model.memory_width)
     return outputs.transpose(0, 1)
@@ -46,54 +46,66 @@ def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
 
 class FusedMemoryLSTM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x_gates, w_rec, w_sig, b_sig, h0, c0, live, memory: str, m: int):
-        L, B, G = x_gates.shape
+    def forward(ctx, x, w_all, bias, w_sig, b_sig, h0, c0, live, memory: str, m: int):
+        B, L, E = x.shape
+        G = w_all.shape[0]
         H = G // 4
         ends = 2 if memory == "deque" else 1
-        R, D = ends * m, 2 * ends  # read features; (d, u) signals
+        R, D = ends * m, 2 * ends
         from_top = memory != "queue"
-        f = dict(dtype=x_gates.dtype, device=x_gates.device)
-        recurrent = PackedWeight(w_rec, B)  # [r_{t-1}; h_{t-1}] -> gate pre-activations
-        signal_head = PackedWeight(w_sig, B, b_sig)  # h_t -> (d, u, v) pre-activations
-        live = None if live is None else live.unsqueeze(-1)  # (L, B, 1)
+        f = dict(dtype=x.dtype, device=x.device)
 
-        # hx[t] = [r_{t-1}; h_{t-1}], the input of w_rec at step t; step t writes its r_t and h_t into hx[t + 1]
-        # directly, so hx[1:, :, R:] is the output h_1 .. h_L (hx[L]'s read is never used).
-        hx = torch.empty(L + 1, B, R + H, **f)
+        # hx[t] = [x_t; r_{t-1}; h_{t-1}]: the controller's whole input at step t. Step t writes r_t and h_t straight
+        # into hx[t + 1], so hx[1:, :, E + R:] is the output h_1 .. h_L (and hx[L]'s x and r are never used).
+        hx = torch.empty(L + 1, B, E + R + H, **f)
+        hx[:L, :, :E] = x.transpose(0, 1)
+        hx[0, :, E:-H] = 0.0
+        hx[0, :, -H:] = h0
+        x_gates = PackedWeight(w_all[:, :E], L * B, bias)(hx[:L, :, :E].reshape(L * B, E)).view(L, B, G)
+        recurrent = PackedWeight(w_all[:, E:], B)  # [r_{t-1}; h_{t-1}] -> the rest of the gate pre-activations
+        signal_head = PackedWeight(w_sig, B, b_sig)  # h_t -> (d, u, v) pre-activations
         acts = torch.empty(L, B, G, **f)  # gate activations (i, f, g, o)
         cells = torch.empty(L + 1, B, H, **f)  # c_0 .. c_L
+        cells[0] = c0
         tanh_c = torch.empty(L, B, H, **f)
         sigs = torch.empty(L, B, D + R, **f)  # sigmoid(d, u) (before the padding mask) and tanh(v)
         values = torch.empty(B, ends * L, m, **f)  # every value row ever written, stored once
         traces = []
 
-        hx[0, :, :R] = 0.0
-        hx[0, :, R:] = h0
-        cells[0] = c0
-        s = x_gates.new_zeros(B, 0)
+        # Per-position views, made once.
+        rec_in, reads, outs = hx[:, :, E:].unbind(0), hx[:, :, E : E + R].unbind(0), hx[:, :, E + R :].unbind(0)
+        gates = acts.view(L, B, 4, H)
+        i_, f_, g_, o_ = (gates[:, :, k].unbind(0) for k in range(4))
+        pre_g = slice(2 * H, 3 * H)
+        x_gates, acts_, cells_, tanh_c_ = x_gates.unbind(0), acts.unbind(0), cells.unbind(0), tanh_c.unbind(0)
+        du_, v_ = sigs[:, :, :D].unbind(0), sigs[:, :, D:].unbind(0)
+        live_ = [None] * L if live is None else live.unsqueeze(-1).unbind(0)
+
+        s = x.new_zeros(B, 0)
         for t in range(L):
-            z = recurrent(hx[t], add=x_gates[t])
-            a = acts[t]
-            torch.sigmoid(z, out=a)
-            torch.tanh(z[:, 2 * H : 3 * H], out=a[:, 2 * H : 3 * H])
-            c = torch.mul(a[:, H : 2 * H], cells[t], out=cells[t + 1])
-            c.addcmul_(a[:, :H], a[:, 2 * H : 3 * H])
-            h = torch.mul(a[:, 3 * H :], torch.tanh(c, out=tanh_c[t]), out=hx[t + 1, :, R:])
+            # -- LSTM cell (PyTorch's LSTMCell, gates i, f, g, o) --
+            z = recurrent(rec_in[t], add=x_gates[t])
+            torch.sigmoid(z, out=acts_[t])
+            torch.tanh(z[:, pre_g], out=g_[t])
+            c = torch.mul(f_[t], cells_[t], out=cells_[t + 1])
+            c.addcmul_(i_[t], g_[t])
+            h = torch.mul(o_[t], torch.tanh(c, out=tanh_c_[t]), out=outs[t + 1])
 
+            # -- signal heads: d, u = sigmoid(.) (times the padding mask), v = tanh(.) --
             zs = signal_head(h)
-            sig = sigs[t]
-            torch.sigmoid(zs[:, :D], out=sig[:, :D])
-            torch.tanh(zs[:, D:], out=sig[:, D:])
-            du = sig[:, :D] if live is None else sig[:, :D] * live[t]
-            d, u, v = du[:, :ends], du[:, ends:], sig[:, D:]
-            r = hx[t + 1, :, :R]
+            du = torch.sigmoid(zs[:, :D], out=du_[t])
+            v = torch.tanh(zs[:, D:], out=v_[t])
+            if live_[t] is not None:
+                du = du * live_[t]
+            d, u = du[:, :ends], du[:, ends:]
 
+            # -- memory --
             if ends == 1:  # Stack (eq. 1-3) or Queue (eq. 1, 4, 5)
                 values[:, t] = v
                 s_popped, pop_trace = pop_forward(s, u[:, 0], from_top)
                 s = torch.cat([s_popped, d], dim=-1)
-                r_t, read_trace = read_forward(s, values[:, : t + 1], from_top)
-                r.copy_(r_t)
+                r, read_trace = read_forward(s, values[:, : t + 1], from_top)
+                reads[t + 1].copy_(r)
                 traces.append((pop_trace, read_trace))
             else:  # DeQue (eq. 6-11); rows lo..hi-1 are live, bottom rows grow downwards from the middle
                 lo, hi = L - 1 - t, L + t + 1
@@ -105,24 +117,24 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 rows = values[:, lo:hi]
                 r_top, top_read = read_forward(s, rows, from_top=True)
                 r_bot, bottom_read = read_forward(s, rows, from_top=False)
-                r[:, :m] = r_top
-                r[:, m:] = r_bot
+                torch.cat([r_top, r_bot], dim=-1, out=reads[t + 1])
                 traces.append((top_pop, bottom_pop, top_read, bottom_read))
 
-        ctx.save_for_backward(w_rec, w_sig, hx, acts, cells, tanh_c, sigs, values)
+        ctx.save_for_backward(w_all, w_sig, hx, acts, cells, tanh_c, sigs, values)
         ctx.live = live
         ctx.traces = traces
         ctx.config = (memory, m, ends, from_top)
-        return hx[1:, :, R:]
+        return hx[1:, :, E + R :]
 
     @staticmethod
     def backward(ctx, g_hs):
-        w_rec, w_sig, hx, acts, cells, tanh_c, sigs, values = ctx.saved_tensors
+        w_all, w_sig, hx, acts, cells, tanh_c, sigs, values = ctx.saved_tensors
         memory, m, ends, from_top = ctx.config
         live = ctx.live
         L, B, G = acts.shape
         H = G // 4
         R, D = ends * m, 2 * ends
+        E = hx.shape[-1] - R - H
         f = dict(dtype=acts.dtype, device=acts.device)
 
         # The local derivatives of every position depend on the forward pass only: all positions at once, so the
@@ -138,20 +150,28 @@ class FusedMemoryLSTM(torch.autograd.Function):
         p, vv = sigs[..., :D], sigs[..., D:]
         torch.mul(p, 1 - p, out=sig_coef[..., :D])
         if live is not None:
-            sig_coef[..., :D] *= live
+            sig_coef[..., :D] *= live.unsqueeze(-1)
         torch.mul(vv, vv, out=sig_coef[..., D:]).neg_().add_(1)
 
-        # The transposed products of backward: g_hx = g_z · w_rec, g_h += g_sig · w_sig.
-        recurrent_t = PackedWeight(w_rec.t().contiguous(), B)
-        signal_head_t = PackedWeight(w_sig.t().contiguous(), B)
+        # The transposed products of backward: g_[r; h] = g_z · [W_ir | W_hh], g_h += g_sig · W_sig.
+        recurrent_t = PackedWeight(w_all[:, E:].t(), B)
+        signal_head_t = PackedWeight(w_sig.t(), B)
 
-        g_z_all = torch.empty_like(acts)  # dL/d(gate pre-activations), every t: for w_rec, x_gates
+        g_z_all = torch.empty_like(acts)  # dL/d(gate pre-activations), every t: for w_all, bias, x
         g_sig_all = torch.empty_like(sigs)  # dL/d(signal pre-activations), every t: for w_sig, b_sig
         g_values = torch.zeros_like(values)  # dL/dV, accumulated from every read (eq. 15)
         g_h = torch.zeros(B, H, **f)  # from step t+1 through the recurrence
         g_c = torch.zeros(B, H, **f)
         g_r = torch.zeros(B, R, **f)  # dL/dr_t from step t+1
         g_s = None  # dL/ds_t from step t+1's pop
+
+        # Per-position views, made once.
+        g_z_, g_zc, g_zo = g_z_all.unbind(0), g_z_all.view(L, B, 4, H)[:, :, :3].unbind(0), g_z_all[..., 3 * H :]
+        g_zo = g_zo.unbind(0)
+        coef_c, coef_o = gate_coef[:, :, :3].unbind(0), gate_coef[:, :, 3].unbind(0)
+        g_sig_, g_du_, g_dv_ = g_sig_all.unbind(0), g_sig_all[..., :D].unbind(0), g_sig_all[..., D:].unbind(0)
+        sig_du_, sig_v_ = sig_coef[..., :D].unbind(0), sig_coef[..., D:].unbind(0)
+        cell_coef_, fg_, g_hs_ = cell_coef.unbind(0), fg.unbind(0), g_hs.unbind(0)
 
         for t in range(L - 1, -1, -1):
             g_du = torch.empty(B, D, **f)
@@ -183,23 +203,23 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 g_s_top, g_du[:, 3] = pop_backward(g_s_t[:, 1:-1], bottom_pop, from_top=False)  # u_bot
                 g_s, g_du[:, 2] = pop_backward(g_s_top, top_pop, from_top=True)  # u_top
 
-            # -- signal heads: d, u = sigmoid(.) * live, v = tanh(.) --
-            g_sig = g_sig_all[t]
-            torch.mul(g_du, sig_coef[t, :, :D], out=g_sig[:, :D])
-            torch.mul(g_v, sig_coef[t, :, D:], out=g_sig[:, D:])
-            g_h = signal_head_t(g_sig, add=g_h + g_hs[t])
+            # -- signal heads --
+            torch.mul(g_du, sig_du_[t], out=g_du_[t])
+            torch.mul(g_v, sig_v_[t], out=g_dv_[t])
+            g_h = signal_head_t(g_sig_[t], add=g_h + g_hs_[t])
 
             # -- LSTM cell, backwards --
-            g_c.addcmul_(g_h, cell_coef[t])
-            g_z = g_z_all[t]
-            torch.mul(g_c.unsqueeze(1), gate_coef[t, :, :3], out=g_z.view(B, 4, H)[:, :3])
-            torch.mul(g_h, gate_coef[t, :, 3], out=g_z[:, 3 * H :])
-            g_c.mul_(fg[t])
-            g_hx = recurrent_t(g_z)
-            g_r, g_h = g_hx[:, :R], g_hx[:, R:]
+            g_c.addcmul_(g_h, cell_coef_[t])
+            torch.mul(g_c.unsqueeze(1), coef_c[t], out=g_zc[t])
+            torch.mul(g_h, coef_o[t], out=g_zo[t])
+            g_c.mul_(fg_[t])
+            g_rh = recurrent_t(g_z_[t])
+            g_r, g_h = g_rh[:, :R], g_rh[:, R:]
 
-        # Weight gradients of all positions at once.
-        g_w_rec = matmul(g_z_all.view(L * B, G).t(), hx[:L].reshape(L * B, -1))
-        g_w_sig = matmul(g_sig_all.view(L * B, -1).t(), hx[1:, :, R:].reshape(L * B, H))
-        g_b_sig = g_sig_all.sum(dim=(0, 1))
-        return g_z_all, g_w_rec, g_w_sig, g_b_sig, g_h, g_c, None, None, None
+        # The input projection's and all weight gradients, every position at once.
+        g_z_flat = g_z_all.view(L * B, G)
+        g_x = matmul(g_z_flat, w_all[:, :E]).view(L, B, E).transpose(0, 1)
+        g_w_all = matmul(g_z_flat.t(), hx[:L].view(L * B, -1))
+        g_w_sig = matmul(g_sig_all.view(L * B, -1).t(), hx[1:, :, E + R :].reshape(L * B, H))
+        return (g_x, g_w_all, g_z_all.sum(dim=(0, 1)), g_w_sig, g_sig_all.sum(dim=(0, 1)), g_h, g_c,
+                None, None, None)
