@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from pipeline.memory.operations import pop_backward, pop_forward, read_backward, read_forward
-from pipeline.models.packed import PackedWeight, matmul
+from pipeline.models.packed import PackedWeight, linear, matmul
 
 
 def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
@@ -61,7 +61,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
         hx[:L, :, :E] = x.transpose(0, 1)
         hx[0, :, E:-H] = 0.0
         hx[0, :, -H:] = h0
-        x_gates = PackedWeight(w_all[:, :E], L * B, bias)(hx[:L, :, :E].reshape(L * B, E)).view(L, B, G)
+        x_gates = linear(hx[:L, :, :E].reshape(L * B, E), w_all[:, :E], bias).view(L, B, G)
         recurrent = PackedWeight(w_all[:, E:], B)  # [r_{t-1}; h_{t-1}] -> the rest of the gate pre-activations
         signal_head = PackedWeight(w_sig, B, b_sig)  # h_t -> (d, u, v) pre-activations
         acts = torch.empty(L, B, G, **f)  # gate activations (i, f, g, o)

@@ -67,8 +67,16 @@ class PackedWeight:
         return _ops._linear_pointwise.binary(x, add, self.packed, self.bias, "add")
 
 
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x · Wᵀ (+ bias)`` once, for one large product (a whole sequence's input projection or weight gradients).
+
+    oneDNN takes the weight as it is here: packing it first costs more than the single product gains from it.
+    """
+    if not (packs(x) and packs(weight)):
+        return torch.mm(x, weight.t()) if bias is None else torch.addmm(bias, x, weight.t())
+    return _ops._linear_pointwise(x.contiguous(), weight.contiguous(), bias, "none", [], "")
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a · b`` for one large product (the weight gradients of a whole sequence), on the faster route."""
-    if not (packs(a) and packs(b)):
-        return torch.mm(a, b)
-    return PackedWeight(b.t(), rows=a.shape[0])(a.contiguous())
+    """``a · b`` for one large product, on the faster route."""
+    return linear(a, b.t())
