@@ -166,15 +166,12 @@ class FusedMemoryLSTM(torch.autograd.Function):
         g_s = None  # dL/ds_t from step t+1's pop
 
         # Per-position views, made once.
-        g_z_, g_zc, g_zo = g_z_all.unbind(0), g_z_all.view(L, B, 4, H)[:, :, :3].unbind(0), g_z_all[..., 3 * H :]
-        g_zo = g_zo.unbind(0)
-        coef_c, coef_o = gate_coef[:, :, :3].unbind(0), gate_coef[:, :, 3].unbind(0)
+        g_z_, gate_coef_ = g_z_all.unbind(0), gate_coef.view(L, B, G).unbind(0)
         g_sig_, g_du_, g_dv_ = g_sig_all.unbind(0), g_sig_all[..., :D].unbind(0), g_sig_all[..., D:].unbind(0)
         sig_du_, sig_v_ = sig_coef[..., :D].unbind(0), sig_coef[..., D:].unbind(0)
         cell_coef_, fg_, g_hs_ = cell_coef.unbind(0), fg.unbind(0), g_hs.unbind(0)
 
         for t in range(L - 1, -1, -1):
-            g_du = torch.empty(B, D, **f)
             # -- memory step t, backwards (appendix A) --
             if ends == 1:
                 pop_trace, read_trace = ctx.traces[t]
@@ -185,8 +182,8 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 g_rows = g_values[:, : t + 1]
                 g_rows.addcmul_(read_trace.weights.unsqueeze(-1), g_r.unsqueeze(1))
                 g_v = g_rows[:, t]
-                g_du[:, 0] = g_s_t[:, -1]  # d
-                g_s, g_du[:, 1] = pop_backward(g_s_t[:, :-1], pop_trace, from_top)  # u
+                g_s, g_u = pop_backward(g_s_t[:, :-1], pop_trace, from_top)
+                g_du = torch.stack([g_s_t[:, -1], g_u], dim=1)  # (d, u)
             else:
                 top_pop, bottom_pop, top_read, bottom_read = ctx.traces[t]
                 lo, hi = L - 1 - t, L + t + 1
@@ -199,9 +196,9 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 g_rows.addcmul_(top_read.weights.unsqueeze(-1), g_r_top.unsqueeze(1))
                 g_rows.addcmul_(bottom_read.weights.unsqueeze(-1), g_r_bot.unsqueeze(1))
                 g_v = torch.cat([g_rows[:, -1], g_rows[:, 0]], dim=-1)  # (top, bottom)
-                g_du[:, 0], g_du[:, 1] = g_s_t[:, -1], g_s_t[:, 0]  # d_top, d_bot
-                g_s_top, g_du[:, 3] = pop_backward(g_s_t[:, 1:-1], bottom_pop, from_top=False)  # u_bot
-                g_s, g_du[:, 2] = pop_backward(g_s_top, top_pop, from_top=True)  # u_top
+                g_s_top, g_u_bot = pop_backward(g_s_t[:, 1:-1], bottom_pop, from_top=False)
+                g_s, g_u_top = pop_backward(g_s_top, top_pop, from_top=True)
+                g_du = torch.stack([g_s_t[:, -1], g_s_t[:, 0], g_u_top, g_u_bot], dim=1)  # (d_top, d_bot, u_top, u_bot)
 
             # -- signal heads --
             torch.mul(g_du, sig_du_[t], out=g_du_[t])
@@ -210,8 +207,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
 
             # -- LSTM cell, backwards --
             g_c.addcmul_(g_h, cell_coef_[t])
-            torch.mul(g_c.unsqueeze(1), coef_c[t], out=g_zc[t])
-            torch.mul(g_h, coef_o[t], out=g_zo[t])
+            torch.mul(torch.cat([g_c, g_c, g_c, g_h], dim=1), gate_coef_[t], out=g_z_[t])
             g_c.mul_(fg_[t])
             g_rh = recurrent_t(g_z_[t])
             g_r, g_h = g_rh[:, :R], g_rh[:, R:]
