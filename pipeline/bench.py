@@ -32,6 +32,7 @@ from torch import nn
 from pipeline.config import ModelConfig
 from pipeline.models import DISPLAY_NAMES, build_model
 from pipeline.provenance import provenance
+from pipeline.runtime import configure_cpu_process
 from pipeline.training.logging import atomic_write_text
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
@@ -119,7 +120,8 @@ def time_batches(rounds: int, echo=print) -> dict[tuple[str, int, int], float]:
 
 _PEAK_PROBE = """
 import json, sys, torch
-torch.set_num_threads(1)
+from pipeline.runtime import configure_cpu_process
+configure_cpu_process()
 from pipeline.bench import TrainingStep
 
 def status_kb(key):
@@ -174,7 +176,7 @@ def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, comm
 
     if rounds < 7:
         raise ValueError(f"rounds must be at least 7 (the median of at least 7 rounds), got {rounds}")
-    torch.set_num_threads(1)
+    configure_cpu_process()  # as a training process does
     started = time.perf_counter()
     echo(f"timing {len(HIDDEN) * len(STEPS) * len(TIMED)} configurations, {rounds} rounds")
     medians = time_batches(rounds, echo)

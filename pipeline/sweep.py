@@ -307,9 +307,9 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
 
 
 if __name__ == "__main__":  # the local pool's worker: python -m pipeline.sweep RUN_DIR
-    import torch
+    from pipeline.runtime import configure_cpu_process
 
-    torch.set_num_threads(1)
+    configure_cpu_process()
     state = run_one(sys.argv[1])
     print(f"{state}: {sys.argv[1]}", flush=True)
     sys.exit(0 if state == "finished" else 1)

@@ -30,6 +30,7 @@ from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
+from pipeline.runtime import configure_cpu_process
 from pipeline.training.logging import ResumableCSVLogger, atomic_write_text
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
@@ -105,7 +106,7 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     if results_file.exists():
         return json.loads(results_file.read_text())
     commits = record_commit(run_dir)
-    torch.set_num_threads(1)
+    configure_cpu_process()
 
     eval_sets = {split: load_eval_set(config.task, split, cache_dir) for split in EVAL_SPLITS}
     monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
@@ -195,7 +196,7 @@ def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...
                  greedy: bool = False, cache_dir: Path | None = None) -> dict:
     """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}. ``greedy`` decodes
     step by step (slow) instead of reading the same numbers off one teacher-forced pass."""
-    torch.set_num_threads(1)
+    configure_cpu_process()
     module = load_run(run_dir, checkpoint)
     out = {}
     for split in splits:
