@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pipeline.config import ModelConfig
-from pipeline.models import build_model, packed
+from pipeline.models import build_model, products
 
 
 def pair_of_models(name, hidden=12, width=6):
@@ -56,7 +56,7 @@ def test_fused_float32_on_the_packed_route_matches_float64_reference(name):
     order): outputs and every gradient stay within float32 rounding of the float64 reference."""
     ref, fused = pair_of_models(name, hidden=32, width=8)
     fused = fused.float()
-    assert packed.packs(fused.controller.weight_hh) == packed.ONEDNN
+    assert products.on_onednn(fused.controller.weight_hh) == products.ONEDNN
     gen = torch.Generator().manual_seed(3)
     inputs = torch.randint(1, 11, (5, 30), generator=gen)
     weights = torch.randn(5, 30, 7, generator=gen, dtype=torch.float64)
@@ -72,20 +72,20 @@ def test_fused_float32_on_the_packed_route_matches_float64_reference(name):
         torch.testing.assert_close(grads_32[name_], g, atol=1e-4 * scale, rtol=1e-3, msg=name_)
 
 
-@pytest.mark.skipif(not packed.ONEDNN, reason="this torch has no oneDNN linear operators")
+@pytest.mark.skipif(not products.ONEDNN, reason="this torch has no oneDNN linear operators")
 @pytest.mark.parametrize("rows", [10, 7, 1])
 def test_packed_weight_equals_the_plain_product(rows):
     """The packed route gives x·Wᵀ (+ bias) (+ add) for the row count it was packed for and for others."""
     gen = torch.Generator().manual_seed(4)
     w, b = torch.randn(48, 40, generator=gen), torch.randn(48, generator=gen)
     x, add = torch.randn(rows, 40, generator=gen), torch.randn(rows, 48, generator=gen)
-    assert packed.packs(w)
+    assert products.on_onednn(w)
     exact = x.double() @ w.double().t()
-    torch.testing.assert_close(packed.PackedWeight(w, 10)(x).double(), exact, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(packed.PackedWeight(w, 10, b)(x, add=add).double(),
+    torch.testing.assert_close(products.PackedWeight(w, 10)(x).double(), exact, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(products.PackedWeight(w, 10, b)(x, add=add).double(),
                                exact + b.double() + add.double(), atol=1e-5, rtol=1e-5)
     a, c = torch.randn(40, 90, generator=gen), torch.randn(90, 33, generator=gen)
-    torch.testing.assert_close(packed.matmul(a, c).double(), a.double() @ c.double(), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(products.matmul(a, c).double(), a.double() @ c.double(), atol=1e-4, rtol=1e-5)
     c_stored_transposed = c.t().contiguous().t()
-    torch.testing.assert_close(packed.matmul(a, c_stored_transposed).double(), a.double() @ c.double(), atol=1e-4,
+    torch.testing.assert_close(products.matmul(a, c_stored_transposed).double(), a.double() @ c.double(), atol=1e-4,
                                rtol=1e-5)

@@ -10,7 +10,7 @@ per-operation overhead and by the matrix products, not by the memory's arithmeti
   the input projection ``W_ie x_t + b`` of all positions is one product before the loop, the weight gradients of
   all positions one product after it, and every local derivative that depends only on the forward pass (σ', tanh')
   is computed for all positions at once before the backward loop;
-* every product goes through :mod:`pipeline.models.packed` (oneDNN on a weight packed once per call, on CPU float32);
+* every matrix product goes through :mod:`pipeline.models.products` (oneDNN, on CPU float32);
 * the memory is the same pop/read traversals (:mod:`pipeline.memory.operations`, eq. 2–11) with their hand-written
   adjoints, on one value buffer preallocated for the whole sequence; the value rows' gradients are accumulated
   in a buffer of the same shape, which is safe here because this node owns the entire sequence;
@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from pipeline.memory.operations import pop_backward, pop_forward, read_backward, read_forward
-from pipeline.models.packed import PackedWeight, linear, matmul
+from pipeline.models.products import PackedWeight, linear, matmul
 
 
 def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
