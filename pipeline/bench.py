@@ -177,6 +177,7 @@ def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, comm
     if rounds < 7:
         raise ValueError(f"rounds must be at least 7 (the median of at least 7 rounds), got {rounds}")
     configure_cpu_process()  # as a training process does
+    made_by = provenance(command)  # the code that runs, before this run's own reports change the working tree
     started = time.perf_counter()
     echo(f"timing {len(HIDDEN) * len(STEPS) * len(TIMED)} configurations, {rounds} rounds")
     medians = time_batches(rounds, echo)
@@ -197,7 +198,7 @@ def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, comm
     }
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
     atomic_write_text(out_dir / "bench.json", json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    atomic_write_text(out_dir / "bench.md", bench_markdown(result, provenance(command)))
+    atomic_write_text(out_dir / "bench.md", bench_markdown(result, made_by))
     return result
 
 
