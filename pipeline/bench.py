@@ -48,6 +48,9 @@ TARGETS = {  # (model, hidden, steps): ratio to the yardstick must be at most th
     ("stack", 512, 131): 3.0,
 }
 PEAK_TARGET = (("stack", 256, 259), 200.0)  # MB
+# Rounds of timing: the median of 7 was seen to move by up to 15% between runs on a shared 2-core VM (a slow spell
+# covering several rounds of one configuration); 11 rounds cost ~40 s more and halve the rounds any one spell can move.
+DEFAULT_ROUNDS = 11
 
 
 class PlainLSTM(nn.Module):
@@ -171,7 +174,8 @@ def evaluation_speed(echo=print) -> list[dict]:
     return rows
 
 
-def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, command: str = "make bench") -> dict:
+def run_benchmark(rounds: int = DEFAULT_ROUNDS, out_dir: Path | None = None, echo=print,
+                  command: str = "make bench") -> dict:
     from pipeline.paths import REPORTS_DIR
 
     if rounds < 7:
@@ -195,6 +199,7 @@ def run_benchmark(rounds: int = 7, out_dir: Path | None = None, echo=print, comm
         "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "threads": 1,
                     "cuda": torch.cuda.is_available()},
         "seconds": round(time.perf_counter() - started, 1),
+        "rounds": rounds,
     }
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
     atomic_write_text(out_dir / "bench.json", json.dumps([asdict(r) for r in rows], indent=2) + "\n")
@@ -227,7 +232,8 @@ def display_name(model: str) -> str:
 def bench_markdown(result: dict, header: str) -> str:
     m = result["machine"]
     lines = ["# Benchmark: training speed and memory", "", header, "",
-             f"One process, one torch thread (torch {m['torch']}, {m['cpu']}), batch {BATCH}, median of the rounds; "
+             f"One process, one torch thread (torch {m['torch']}, {m['cpu']}), batch {BATCH}, "
+             f"median of {result['rounds']} rounds; "
              f"the yardstick `nn.LSTM` is a plain one-layer torch.nn.LSTM (embedding, LSTM, linear output) of the "
              f"same hidden size, timed in the same rounds. Peak memory: growth of the peak resident set over two "
              f"training batches, in a fresh process. Total time {result['seconds']:.0f} s.", "",

@@ -246,13 +246,15 @@ def report(
 
 @app.command()
 def bench(
-    rounds: int = typer.Option(7, "--rounds", callback=_at_least(7), help="Timing rounds (the median is reported)."),
+    rounds: int = typer.Option(None, "--rounds", callback=_at_least(7), show_default=False,
+                               help="Timing rounds, at least 7 (the median is reported) [default: 11]."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
-    from pipeline.bench import run_benchmark
+    from pipeline.bench import DEFAULT_ROUNDS, run_benchmark
 
-    result = run_benchmark(rounds, out, echo=typer.echo, command="transduce bench" + (f" --out {out}" if out else ""))
+    command = "transduce bench" + (f" --rounds {rounds}" if rounds else "") + (f" --out {out}" if out else "")
+    result = run_benchmark(rounds or DEFAULT_ROUNDS, out, echo=typer.echo, command=command)
     for check in result["targets"]:
         typer.echo(f"{'met' if check['met'] else 'NOT MET'}: {check['what']} = {check['measured']:g} "
                    f"(limit {check['limit']:g})")

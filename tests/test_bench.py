@@ -22,7 +22,7 @@ def test_targets_are_checked_against_the_same_runs_yardstick():
     checks = {c["what"]: c for c in check_targets(rows)}
     assert [c["met"] for c in checks.values()] == [True, False, False]
     text = bench_markdown({"measurements": [], "evaluation": [], "targets": list(checks.values()), "seconds": 1.0,
-                           "machine": {"cpu": "x", "torch": "2", "cuda": False}}, "Made by test.")
+                           "rounds": 7, "machine": {"cpu": "x", "torch": "2", "cuda": False}}, "Made by test.")
     assert "| Stack-LSTM at 131 steps, hidden 512: time / nn.LSTM | 3 | 3.2 | **no** |" in text
 
 
