@@ -48,8 +48,8 @@ TARGETS = {  # (model, hidden, steps): ratio to the yardstick must be at most th
     ("stack", 512, 131): 3.0,
 }
 PEAK_TARGET = (("stack", 256, 259), 200.0)  # MB
-# Rounds of timing: the median of 7 was seen to move by up to 15% between runs on a shared 2-core VM (a slow spell
-# covering several rounds of one configuration); 11 rounds cost ~40 s more and halve the rounds any one spell can move.
+# Rounds of timing. On a shared 2-core VM the median of 7 was seen to move by up to 15% between runs: a slow spell
+# covered 4 of one configuration's 7 rounds. With 11, a spell has to cover 6 rounds to move the median; ~40 s more.
 DEFAULT_ROUNDS = 11
 
 

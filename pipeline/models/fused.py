@@ -15,7 +15,8 @@ per-operation overhead and by the matrix products, not by the memory's arithmeti
   adjoints, on one value buffer preallocated for the whole sequence; the value rows' gradients are accumulated
   in a buffer of the same shape, which is safe here because this node owns the entire sequence;
 * the per-position views of every buffer are made once, before the loops (``unbind``), not by indexing at every
-  step: at ~1 µs per Python-level index and ~60 operations per position, the bookkeeping is a real share of the time.
+  step; and the loops are written with as few calls per position as the equations allow, since at batch 10 most
+  of a call's cost (1–3 µs) is the call itself (``docs/performance.md`` has the breakdown).
 
 Notation: L positions, batch B, input embedding E, hidden H, memory width m, ``ends`` = 1 (Stack, Queue) or 2
 (DeQue), R = ends·m read features, D = 2·ends push/pop signals; the signal head's output is laid out
@@ -140,12 +141,12 @@ class FusedMemoryLSTM(torch.autograd.Function):
         # The local derivatives of every position depend on the forward pass only: all positions at once, so the
         # loop below is a handful of operations per position.
         i, fg, g, o = acts.view(L, B, 4, H).unbind(2)
-        gate_coef = torch.empty(L, B, 4, H, **f)  # dz/dc for the i, f, g gates; dz/dh for the o gate
+        gate_coef = torch.empty(L, B, 4, H, **f)  # ∂c_t/∂z for the i, f, g gates; ∂h_t/∂z for the o gate
         torch.mul(g, i * (1 - i), out=gate_coef[:, :, 0])
         torch.mul(cells[:-1], fg * (1 - fg), out=gate_coef[:, :, 1])
         torch.mul(i, 1 - g * g, out=gate_coef[:, :, 2])
         torch.mul(tanh_c, o * (1 - o), out=gate_coef[:, :, 3])
-        cell_coef = o * (1 - tanh_c * tanh_c)  # dc_t/dh_t through h_t = o tanh(c_t)
+        cell_coef = o * (1 - tanh_c * tanh_c)  # ∂h_t/∂c_t, from h_t = o tanh(c_t)
         sig_coef = torch.empty_like(sigs)  # d(signal)/d(pre-activation), with the padding mask on d and u
         p, vv = sigs[..., :D], sigs[..., D:]
         torch.mul(p, 1 - p, out=sig_coef[..., :D])
