@@ -40,11 +40,28 @@ class ModelConfig:
     embedding: int = 64  # input and output embedding size (§4)
     pop_bias: float = -1.0  # initial bias of every pop signal (appendix B)
     implementation: Literal["fused", "reference"] = "fused"  # memory models: same maths, fused is faster
+    # How target symbols are read back after the separator. "separate": their own input ids, the paper's
+    # "separate word-to-index mappings ... for source and target vocabularies" (§4). "shared": through the source
+    # symbol's id when the task's source and target alphabets are the same (the synthetic tasks); tasks whose
+    # alphabets differ (the ITG tasks) keep separate ids. docs/recipe.md measures what it changes.
+    target_inputs: Literal["separate", "shared"] = "separate"
+    # Width of o = tanh(W_o h + b_o) before the output embedding; None: the embedding size (§3.4, Table 2).
+    readout_width: int | None = None
+    # Initial push bias of every end (the paper states none; None keeps PyTorch's default initialisation, about 0,
+    # so d starts near 0.5), and for the DeQue the bottom end's push and pop biases when they differ from the
+    # top's (None: as the top's). A DeQue whose two ends start
+    # alike must break their symmetry before it can act as a queue (docs/recipe.md): a documented deviation.
+    # Models without a bottom end ignore the bottom biases (so that a profile can set them for every model).
+    push_bias: float | None = None
+    bottom_push_bias: float | None = None
+    bottom_pop_bias: float | None = None
 
     def validate(self, path: str) -> None:
         _choice(f"{path}.name", self.name, MODEL_NAMES)
         for key in ("hidden", "memory_width", "embedding"):
             _positive(f"{path}.{key}", getattr(self, key))
+        if self.readout_width is not None:
+            _positive(f"{path}.readout_width", self.readout_width)
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,7 @@ class TrainingConfig:
     final_eval_size: int = 1000  # cached sequences per split in the final evaluation (1000: the paper's)
     checkpoint_every: int = 500  # "last" checkpoint for resuming after a crash
     early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
+    early_stop_coarse: float = 1.0  # ... or at least this (a study that only asks "when did it learn" uses 0.99)
 
     def validate(self, path: str) -> None:
         _positive(f"{path}.lr", self.lr)
@@ -86,6 +104,8 @@ class TrainingConfig:
                                   f"{getattr(self, key)!r}")
         if self.seed < 0:
             raise ConfigError(f"{path}.seed must be >= 0, got {self.seed!r}")
+        if not 0 < self.early_stop_coarse <= 1:
+            raise ConfigError(f"{path}.early_stop_coarse must lie in (0, 1], got {self.early_stop_coarse!r}")
         if self.early_stop_patience < 0:
             raise ConfigError(f"{path}.early_stop_patience must be >= 0 (0 turns early stopping off), got "
                               f"{self.early_stop_patience!r}")
@@ -137,6 +157,7 @@ class GridBlock:
     lr: tuple[float, ...] = (1e-3,)
     seeds: tuple[int, ...] = (0,)
     overrides: dict = field(default_factory=dict)
+    label: str = ""  # a name for what the block varies ("shared ids"), shown by studies and reports
 
     def validate(self, path: str) -> None:
         from pipeline.tasks import TASK_NAMES

@@ -5,6 +5,10 @@ Inputs and outputs have separate vocabularies and embedding matrices (§4), so t
     input ids   0 <pad>, 1 <s>, 2 <|>, then the source symbols, then the target symbols
     output ids  the target symbols, then </s>
 
+With ``shared=True`` (``model.target_inputs: shared``) and a task whose source and target alphabets are the same,
+target symbol j is read back through source symbol j's input id instead, and there are no target input ids: the
+model sees one symbol the same way on both sides of the separator. Tasks whose alphabets differ ignore it.
+
 The model reads ``<s> a b <|> A B`` and is scored where it must predict ``A B </s>``: at the separator and at
 every target position. ``</s>`` is only ever predicted, never read; source positions are never scored.
 """
@@ -30,18 +34,27 @@ class JointVocabulary:
 
     source: tuple[str, ...]
     target: tuple[str, ...]
+    shared: bool = False  # target symbols read through the source ids (only ever set when the alphabets agree)
 
     PAD: ClassVar[int] = 0
     BOS: ClassVar[int] = 1
     SEP: ClassVar[int] = 2
 
+    def __post_init__(self) -> None:
+        if self.shared and self.source != self.target:
+            raise ValueError("shared input ids need identical source and target alphabets")
+
     @classmethod
-    def for_task(cls, task: Task) -> JointVocabulary:
-        return cls(tuple(task.source_vocab), tuple(task.target_vocab))
+    def for_task(cls, task: Task, target_inputs: str = "separate") -> JointVocabulary:
+        """The numbering for ``task``; ``target_inputs`` is ``model.target_inputs`` ("separate" or "shared")."""
+        if target_inputs not in ("separate", "shared"):
+            raise ValueError(f"target_inputs must be 'separate' or 'shared', got {target_inputs!r}")
+        source, target = tuple(task.source_vocab), tuple(task.target_vocab)
+        return cls(source, target, shared=target_inputs == "shared" and source == target)
 
     @property
     def input_size(self) -> int:
-        return len(SPECIAL_INPUTS) + len(self.source) + len(self.target)
+        return len(SPECIAL_INPUTS) + len(self.source) + (0 if self.shared else len(self.target))
 
     @property
     def output_size(self) -> int:
@@ -60,12 +73,12 @@ class JointVocabulary:
     @property
     def target_offset(self) -> int:
         """Input id of target symbol 0 (target symbol j is output id j and input id target_offset + j)."""
-        return len(SPECIAL_INPUTS) + len(self.source)
+        return len(SPECIAL_INPUTS) + (0 if self.shared else len(self.source))
 
     @property
     def input_words(self) -> tuple[str, ...]:
         """Input id -> word, for printing what a model read."""
-        return SPECIAL_INPUTS + self.source + self.target
+        return SPECIAL_INPUTS + self.source + (() if self.shared else self.target)
 
     @property
     def output_words(self) -> tuple[str, ...]:

@@ -28,11 +28,14 @@ DISPLAY_NAMES = {
 def build_model(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
     """The architecture ``config.name`` for a task with these input and output vocabulary sizes."""
     if config.name in LSTM_LAYERS:
-        return DeepLSTM(input_size, output_size, config.hidden, config.embedding, LSTM_LAYERS[config.name])
+        return DeepLSTM(input_size, output_size, config.hidden, config.embedding, LSTM_LAYERS[config.name],
+                        readout_width=config.readout_width)
     if config.name in ("stack", "queue", "deque"):
         return MemoryLSTM(input_size, output_size, config.hidden, config.embedding, memory=config.name,
                           memory_width=config.memory_width, pop_bias=config.pop_bias,
-                          implementation=config.implementation)
+                          implementation=config.implementation, readout_width=config.readout_width,
+                          push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
+                          bottom_pop_bias=config.bottom_pop_bias)
     raise ValueError(f"unknown model {config.name!r}; choose one of: {', '.join(MODEL_NAMES)}")
 
 

@@ -41,13 +41,14 @@ class Readout(nn.Module):
 class TransductionModel(nn.Module, ABC):
     """Base class: an input embedding, a recurrent core (subclass) and a :class:`Readout`."""
 
-    def __init__(self, input_size: int, output_size: int, hidden: int, embedding: int) -> None:
+    def __init__(self, input_size: int, output_size: int, hidden: int, embedding: int,
+                 readout_width: int | None = None) -> None:
         super().__init__()
         self.input_size = input_size
         self.output_size = output_size
         self.hidden = hidden
         self.embed = nn.Embedding(input_size, embedding)
-        self.readout = Readout(hidden, embedding, output_size)
+        self.readout = Readout(hidden, readout_width or embedding, output_size)
 
     @abstractmethod
     def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:

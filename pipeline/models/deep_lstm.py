@@ -16,8 +16,9 @@ from pipeline.models.base import TransductionModel
 
 
 class DeepLSTM(TransductionModel):
-    def __init__(self, input_size: int, output_size: int, hidden: int, embedding: int, layers: int) -> None:
-        super().__init__(input_size, output_size, hidden, embedding)
+    def __init__(self, input_size: int, output_size: int, hidden: int, embedding: int, layers: int,
+                 readout_width: int | None = None) -> None:
+        super().__init__(input_size, output_size, hidden, embedding, readout_width)
         self.layers = nn.ModuleList(
             nn.LSTM(embedding if i == 0 else embedding + hidden, hidden, batch_first=True) for i in range(layers)
         )

@@ -57,8 +57,12 @@ class MemoryLSTM(TransductionModel):
         memory_width: int,
         pop_bias: float = -1.0,
         implementation: str = "fused",
+        readout_width: int | None = None,
+        push_bias: float | None = None,
+        bottom_push_bias: float | None = None,
+        bottom_pop_bias: float | None = None,
     ) -> None:
-        super().__init__(input_size, output_size, hidden, embedding)
+        super().__init__(input_size, output_size, hidden, embedding, readout_width)
         if memory not in MEMORIES:
             raise ValueError(f"memory must be one of {', '.join(MEMORIES)}; got {memory!r}")
         if implementation not in ("fused", "reference"):
@@ -71,7 +75,14 @@ class MemoryLSTM(TransductionModel):
         # One projection for all memory signals: [d (ends), u (ends), v (ends * m)], ends ordered (top, bottom).
         self.signals = nn.Linear(hidden, self.ends * (2 + memory_width))
         with torch.no_grad():
+            # bias layout: [d_top, (d_bottom,) u_top, (u_bottom,) v ...]; None leaves nn.Linear's initialisation
             self.signals.bias[self.ends : 2 * self.ends].fill_(pop_bias)
+            if push_bias is not None:
+                self.signals.bias[: self.ends].fill_(push_bias)
+            if self.ends == 2 and bottom_push_bias is not None:
+                self.signals.bias[1] = bottom_push_bias
+            if self.ends == 2 and bottom_pop_bias is not None:
+                self.signals.bias[3] = bottom_pop_bias
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
 

@@ -26,7 +26,7 @@ class TransductionModule(L.LightningModule):
         self.save_hyperparameters(config)  # the run's config, so that every checkpoint describes itself
         self.config: RunConfig = from_dict(RunConfig, config)
         self.task = get_task(self.config.task)
-        self.vocab = JointVocabulary.for_task(self.task)
+        self.vocab = JointVocabulary.for_task(self.task, self.config.model.target_inputs)
         self.model = build_model(self.config.model, self.vocab.input_size, self.vocab.output_size)
 
     @classmethod

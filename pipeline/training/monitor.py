@@ -7,7 +7,8 @@
   stack pushes on the source and pops on the target; one used as an extra recurrent layer does not); the
   checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training accuracy can collapse
   after converging, so the last checkpoint is not necessarily the one to report);
-* early stop once training coarse accuracy has been 1.0 for ``early_stop_patience`` evaluations in a row;
+* early stop once training coarse accuracy has been at least ``early_stop_coarse`` (1.0 by default) for
+  ``early_stop_patience`` evaluations in a row;
 * every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash.
   The logs are flushed first, so everything logged up to a checkpoint is on disk when it is written.
 """
@@ -126,7 +127,7 @@ class TrainingMonitor(L.Callback):
                              train_perplexity=self.last_perplexity)
             trainer.save_checkpoint(self.best_path, weights_only=True)
 
-        self.perfect_streak = self.perfect_streak + 1 if train.coarse == 1.0 else 0
+        self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
         if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
             self.stopped_early = True
             trainer.should_stop = True
