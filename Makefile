@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= cpu
 
-.PHONY: venv test test-slow reproduce bench clean-venv
+.PHONY: venv test test-slow reproduce recipe bench clean-venv
 
 # Re-install whenever pyproject.toml changes. torch is pinned exactly in pyproject.toml, so pip takes the
 # local CPU wheel instead of resolving a CUDA build.
@@ -31,6 +31,12 @@ reproduce: venv
 	$(BIN)/transduce generate
 	$(BIN)/transduce sweep configs/$(PROFILE).yaml; status=$$?; \
 	$(BIN)/transduce report configs/$(PROFILE).yaml && exit $$status
+
+# The recipe study: which readings of the paper make the memory models learn on most seeds (reports/recipe/;
+# a few CPU-hours, resumable like a sweep).
+recipe: venv
+	$(BIN)/transduce generate
+	$(BIN)/transduce study configs/recipe.yaml
 
 # Training speed and memory of every model beside a plain nn.LSTM: reports/bench.md and reports/bench.json
 # (under 10 minutes; run it on an otherwise idle machine).

@@ -245,6 +245,28 @@ def report(
 
 
 @app.command()
+def study(
+    profile: Path = typer.Argument(Path("configs/recipe.yaml"), help="A study profile (default: the recipe study)."),
+    workers: int = typer.Option(None, "--workers", callback=_at_least(1),
+                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>)."),
+    report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
+                                                                  "nothing."),
+) -> None:
+    """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
+    from pipeline.reports.recipe import write_study_report
+    from pipeline.sweep import run_local
+
+    config = _load_profile(profile)
+    statuses = [] if report_only else run_local(config, runs_dir, workers=workers, echo=typer.echo)
+    command = f"transduce study {profile}" + (" --report-only" if report_only else "")
+    typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=command)}")
+    if any(s.state == "failed" for s in statuses):
+        raise typer.Exit(code=1)
+
+
+@app.command()
 def bench(
     rounds: int = typer.Option(None, "--rounds", callback=_at_least(7), show_default=False,
                                help="Timing rounds, at least 7 (the median is reported) [default: 11]."),

@@ -1,0 +1,134 @@
+"""The recipe study's report: per cell and per candidate choice, how many seeds learn and how fast.
+
+``transduce study configs/recipe.yaml`` runs the study's grid through the resumable sweep and then writes
+``reports/recipe/``:
+
+* ``runs.csv``: one row per run of the grid: its choice (the grid block's ``label``), seed, state, batches trained,
+  the batch at which it learned (or nothing), its last training perplexity and its mean push/pop at the last
+  evaluation;
+* ``README.md``: the table, one row per (cell, choice): seeds finished, seeds that learned, the share, the median
+  batches to learn and each seed's batches.
+
+A run has *learned* at the first evaluation where its coarse accuracy on fresh training-length sequences is at
+least :data:`LEARNED_COARSE`. Nothing here reads test-length numbers: the study chooses training defaults, and
+choosing them on test lengths would be tuning on the test set.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline.config import SweepConfig, config_hash, to_dict
+from pipeline.models import DISPLAY_NAMES
+from pipeline.provenance import provenance
+from pipeline.sweep import sweep_root, sweep_status
+from pipeline.training.logging import atomic_write_text, read_complete_rows
+
+LEARNED_COARSE = 0.99  # training coarse accuracy at which a run counts as having learned its task
+MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")
+                  for signal in ("push", "pop")]
+RUN_COLUMNS = ["task", "model", "choice", "lr", "seed", "state", "batches", "max_batches", "learned_at",
+               "train_perplexity", *MEMORY_COLUMNS, "run_id"]
+
+
+def labelled_runs(sweep: SweepConfig) -> list[tuple[str, object]]:
+    """(choice, run config) for every run of the grid: a block's ``label``, else ``grid[i]``."""
+    out = []
+    for where, run in sweep.runs_with_origin():
+        index = int(where.split("]")[0].removeprefix("grid["))
+        out.append((sweep.grid[index].label or f"grid[{index}]", run))
+    return out
+
+
+def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | None:
+    """The first evaluation step whose training coarse accuracy reaches ``threshold``; None if none does."""
+    for row in rows:
+        value = row.get("train/coarse")
+        if value not in (None, "") and float(value) >= threshold:
+            return int(row["step"])
+    return None
+
+
+def _last(rows: list[dict], column: str) -> float:
+    for row in reversed(rows):
+        if row.get(column) not in (None, ""):
+            return float(row[column])
+    return math.nan
+
+
+def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
+    """One row per run of the study's grid (see :data:`RUN_COLUMNS`), read off its directory."""
+    choices = {run.run_id(): choice for choice, run in labelled_runs(sweep)}
+    rows = []
+    for status in sweep_status(sweep, runs_root):
+        run = status.config
+        metrics = status.run_dir / "metrics.csv"
+        log = read_complete_rows(metrics)[1] if metrics.exists() else []
+        # the DeQue logs memory/push_source_top and _bottom; one-ended memories memory/push_source
+        deque = run.model.name == "deque"
+        memory = {name: _last(log, "memory/" + (name if name.endswith("_bottom") or not deque else name + "_top"))
+                  for name in MEMORY_COLUMNS}
+        rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,
+                         seed=run.training.seed, state=status.state, batches=status.batches_done,
+                         max_batches=run.training.max_batches, learned_at=learned_at(log),
+                         train_perplexity=_last(log, "train/perplexity"), **memory, run_id=run.run_id()))
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def study_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, choice, lr), in grid order: seeds in the grid, seeds done (finished, or stopped having
+    learned), seeds that learned, the share of done seeds that learned, the median batches to learn."""
+    out = []
+    for (task, model, choice, lr), part in runs.groupby(["task", "model", "choice", "lr"], sort=False):
+        learned = part.learned_at.notna()
+        done = (part.state == "finished") | learned
+        batches = part.loc[learned, "learned_at"]
+        out.append(dict(task=task, model=model, choice=choice, lr=lr, seeds=len(part), done=int(done.sum()),
+                        learned=int(learned.sum()),
+                        share=learned.sum() / done.sum() if done.sum() else math.nan,
+                        median_batches=float(batches.median()) if len(batches) else math.nan,
+                        cap=int(part.max_batches.max()),
+                        per_seed=", ".join(
+                            f"s{int(r.seed)}: " + (f"{int(r.learned_at)}" if pd.notna(r.learned_at) else
+                                                   ("—" if r.state == "finished" else f"({r.state})"))
+                            for r in part.sort_values("seed").itertuples())))
+    return pd.DataFrame(out)
+
+
+def study_markdown(table: pd.DataFrame) -> list[str]:
+    lines = ["| cell | choice | lr | learned / done (of seeds) | share | median batches to learn | cap | "
+             "per seed: batch learned (— never) |", "|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        share = "—" if math.isnan(r.share) else f"{r.share:.0%}"
+        median = "—" if math.isnan(r.median_batches) else f"{r.median_batches:,.0f}"
+        lines.append(f"| {DISPLAY_NAMES[r.model]} / {r.task} | {r.choice} | {r.lr:g} | {r.learned} / {r.done} "
+                     f"(of {r.seeds}) | {share} | {median} | {r.cap:,} | {r.per_seed} |")
+    return lines
+
+
+def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
+                       out_dir: Path | None = None, command: str | None = None) -> Path:
+    """Write ``reports/<study>/`` (runs.csv and README.md) from the study's run directories. Returns the README."""
+    from pipeline.paths import REPORTS_DIR
+
+    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / sweep.name
+    runs = study_runs(sweep, runs_root)
+    table = study_table(runs)
+    atomic_write_text(out_dir / "runs.csv", runs.to_csv(index=False))
+    counts = runs.state.value_counts()
+    lines = [f"# Study: `{sweep.name}`", "",
+             provenance(command) + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
+             f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder; every run's own commit is in its "
+             "`commits.txt`.", "", sweep.description.strip(), "",
+             f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
+             f"A run has learned at the first evaluation where its coarse accuracy on fresh training-length "
+             f"sequences reaches {LEARNED_COARSE}; it then stops. *done* counts seeds that finished or learned. "
+             "Test-length numbers play no part.", "", *study_markdown(table), "",
+             "Per-run numbers (batch learned, last training perplexity, mean push/pop over the source and target "
+             "halves at the last evaluation, for the DeQue its top end and its bottom end): [runs.csv](runs.csv).", ""]
+    readme = out_dir / "README.md"
+    atomic_write_text(readme, "\n".join(lines))
+    return readme

@@ -1,0 +1,139 @@
+"""The recipe's selectable readings (target ids, readout width, end biases, early-stop threshold) and the study
+report that measures them: what each option changes, and how a study counts seeds that learned."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from pipeline.config import ConfigError, ModelConfig, RunConfig, TrainingConfig, from_dict, to_dict
+from pipeline.data.encoding import JointVocabulary, collate
+from pipeline.evaluation import evaluate, greedy_correct_prefix
+from pipeline.models import build_model, count_parameters
+from pipeline.reports.recipe import labelled_runs, learned_at, study_table, write_study_report
+from pipeline.sweep import load_sweep, run_local
+from pipeline.tasks import get_task
+
+
+def test_shared_target_inputs_read_a_target_symbol_through_its_source_id():
+    task = get_task("copy")
+    separate, shared = JointVocabulary.for_task(task), JointVocabulary.for_task(task, "shared")
+    assert (separate.input_size, shared.input_size) == (3 + 128 + 128, 3 + 128)
+    assert shared.output_size == separate.output_size == 129
+    pairs = task.sample_batch(np.random.default_rng(0), "train", 4)
+    batch = collate(pairs, shared)
+    k = len(pairs[0].source)
+    source_ids, target_ids = batch.inputs[0, 1 : k + 1], batch.inputs[0, k + 2 : 2 * k + 2]
+    assert torch.equal(source_ids, target_ids)  # copy: the same symbols, read through the same ids
+    assert batch.inputs.max() < shared.input_size
+    assert torch.equal(batch.targets, collate(pairs, separate).targets)  # what is predicted does not change
+
+
+def test_shared_target_inputs_leave_tasks_with_different_alphabets_alone():
+    task = get_task("svo_sov")
+    assert JointVocabulary.for_task(task, "shared") == JointVocabulary.for_task(task)
+    with pytest.raises(ValueError, match="target_inputs must be 'separate' or 'shared', got 'both'"):
+        JointVocabulary.for_task(task, "both")
+    with pytest.raises(ConfigError, match="model.target_inputs must be one of 'separate', 'shared'; got 'x'"):
+        from_dict(RunConfig, {"model": {"target_inputs": "x"}})
+
+
+@pytest.mark.parametrize("name", ["stack", "lstm1"])
+def test_greedy_decoding_feeds_predictions_back_through_the_shared_ids(name):
+    # teacher-forced scoring and step-by-step greedy decoding agree only if both read targets the same way
+    task = get_task("reversal")
+    vocab = JointVocabulary.for_task(task, "shared")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(name=name, hidden=16, memory_width=8, embedding=8, target_inputs="shared"),
+                        vocab.input_size, vocab.output_size)
+    pairs = task.sample_batch(np.random.default_rng(1), "train", 3)
+    prefix = greedy_correct_prefix(model, pairs, vocab)
+    assert torch.equal(torch.as_tensor(prefix), torch.as_tensor(evaluate(model, pairs, vocab).correct_prefix))
+
+
+def test_readout_width_changes_the_readout_only():
+    narrow = build_model(ModelConfig(name="stack", hidden=32, memory_width=8), 20, 10)
+    wide = build_model(ModelConfig(name="stack", hidden=32, memory_width=8, readout_width=32), 20, 10)
+    assert narrow.readout.project.out_features == 64 and wide.readout.project.out_features == 32
+    expected = (32 * 32 + 32 + 32 * 10 + 10) - (32 * 64 + 64 + 64 * 10 + 10)
+    assert count_parameters(wide) - count_parameters(narrow) == expected
+    with pytest.raises(ConfigError, match="model.readout_width must be positive, got 0"):
+        from_dict(RunConfig, {"model": {"readout_width": 0}})
+
+
+def test_end_biases_of_the_deque():
+    torch.manual_seed(0)
+    plain = build_model(ModelConfig(name="deque", hidden=8, memory_width=4), 20, 10)
+    torch.manual_seed(0)
+    biased = build_model(ModelConfig(name="deque", hidden=8, memory_width=4, bottom_push_bias=-2.0, pop_bias=-2.0,
+                                     bottom_pop_bias=-0.5), 20, 10)
+    # bias layout [d_top, d_bottom, u_top, u_bottom, v ...]
+    assert plain.signals.bias[2:4].tolist() == [-1.0, -1.0]
+    assert biased.signals.bias[1:4].tolist() == [-2.0, -2.0, -0.5]
+    assert biased.signals.bias[0] == plain.signals.bias[0]  # push_bias None: nn.Linear's initialisation
+    pushed = build_model(ModelConfig(name="deque", hidden=8, memory_width=4, push_bias=1.5), 20, 10)
+    assert pushed.signals.bias[:2].tolist() == [1.5, 1.5]
+    # one-ended memories have no bottom: the bottom biases are ignored, the rest is unchanged
+    torch.manual_seed(0)
+    stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, bottom_push_bias=-2.0), 20, 10)
+    assert stack.signals.bias[1] == -1.0
+
+
+def test_early_stop_threshold_is_validated():
+    assert TrainingConfig().early_stop_coarse == 1.0
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match=f"training.early_stop_coarse must lie in \\(0, 1\\], got {bad}"):
+            from_dict(RunConfig, {"training": {"early_stop_coarse": bad}})
+
+
+def test_learned_at_is_the_first_evaluation_at_the_threshold():
+    rows = [{"step": "100", "train/perplexity": "50"}, {"step": "250", "train/coarse": "0.5"},
+            {"step": "500", "train/coarse": "0.995"}, {"step": "750", "train/coarse": "1.0"}]
+    assert learned_at(rows) == 500
+    assert learned_at(rows, threshold=1.0) == 750
+    assert learned_at(rows[:2]) is None
+
+
+def test_study_table_counts_seeds_and_medians():
+    import pandas as pd
+
+    runs = pd.DataFrame([
+        dict(task="copy", model="queue", choice="a", lr=1e-3, seed=s, state=state, learned_at=at, max_batches=6000)
+        for s, state, at in [(0, "finished", 1000), (1, "finished", None), (2, "finished", 3000),
+                             (3, "running", None)]])
+    (row,) = study_table(runs).itertuples()
+    assert (row.seeds, row.done, row.learned, row.median_batches) == (4, 3, 2, 2000)
+    assert math.isclose(row.share, 2 / 3)
+    assert row.per_seed == "s0: 1000, s1: —, s2: 3000, s3: (running)"
+
+
+def test_recipe_profile_labels_every_block():
+    sweep = load_sweep("configs/recipe.yaml")
+    labels = [choice for choice, _ in labelled_runs(sweep)]
+    assert len(labels) == len(sweep.runs()) and all(labels) and "defaults" in labels
+    assert all(run.training.early_stop_coarse == 0.99 for run in sweep.runs())
+
+
+def test_a_tiny_study_runs_and_reports(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    data = {"name": "tinystudy", "workers": 2,
+            "defaults": {"model": {"memory_width": 8, "embedding": 8},
+                         "training": dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10,
+                                          test_eval_size=10, final_eval_size=10, checkpoint_every=10,
+                                          early_stop_patience=1, early_stop_coarse=0.99),
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"label": "separate", "tasks": ["copy"], "models": ["stack"], "hidden": [16], "seeds": [0]},
+                     {"label": "shared", "tasks": ["copy"], "models": ["stack"], "hidden": [16], "seeds": [0],
+                      "overrides": {"model": {"target_inputs": "shared"}}}]}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    assert [s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)] == ["finished"] * 2
+    readme = write_study_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest")
+    text = readme.read_text()
+    assert "| Stack-LSTM / copy | separate | 0.001 | 0 / 1 (of 1) | 0% |" in text
+    assert "| Stack-LSTM / copy | shared | 0.001 | 0 / 1 (of 1) | 0% |" in text
+    assert (tmp_path / "out" / "runs.csv").read_text().count("\n") == 3
+    assert to_dict(sweep.runs()[1].model)["target_inputs"] == "shared"
