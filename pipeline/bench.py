@@ -33,7 +33,7 @@ from pipeline.config import ModelConfig
 from pipeline.models import DISPLAY_NAMES, build_model
 from pipeline.provenance import provenance
 from pipeline.runtime import configure_cpu_process
-from pipeline.training.logging import atomic_write_text
+from pipeline.files import atomic_write_text
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
 YARDSTICK = "nn.LSTM"

@@ -6,7 +6,8 @@ from pipeline.data.encoding import JointVocabulary
 from pipeline.data.stream import TrainingStream
 from pipeline.tasks import get_task
 from pipeline.training.data import TrainingBatches, padding_fraction
-from pipeline.training.logging import ResumableCSVLogger, read_complete_rows
+from pipeline.files import read_complete_rows
+from pipeline.training.metrics_log import ResumableCSVLogger
 
 
 def batches(pool, start=0, seed=3):

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import uuid
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.files import atomic_write_bytes
 from pipeline.paths import data_cache
 from pipeline.tasks import SPLITS, TASK_NAMES, Pair, check_split, check_task_name, get_task
 
@@ -99,8 +98,8 @@ def write_eval_set(eval_set: EvalSet, cache_dir: str | Path | None = None) -> Pa
                 "source_lengths": list(SPLITS[eval_set.split]), "generator_version": eval_set.generator_version,
                 "task_fingerprint": get_task(eval_set.task).fingerprint(), "data_file": data_path.name,
                 "sha256": hashlib.sha256(data).hexdigest()}
-    _atomic_write(data_path, data)
-    _atomic_write(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
+    atomic_write_bytes(data_path, data)
+    atomic_write_bytes(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
     return data_path
 
 
@@ -199,17 +198,3 @@ def _read_verified(task_name: str, split: str, cache_dir: str | Path) -> EvalSet
     if len(pairs) != EVAL_SET_SIZE or not all(low <= len(p.source) <= high for p in pairs):
         raise _Unusable(f"corrupt: {data_path} does not hold {EVAL_SET_SIZE} pairs of source length {low}..{high}")
     return EvalSet(task_name, split, manifest["seed"], pairs, *vocabularies, manifest["generator_version"])
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path`` and rename it over ``path``: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temporary, "xb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)

@@ -29,7 +29,7 @@ from pipeline.reports.published import table3 as published_table3
 from pipeline.reports.tables import parameter_table, table2_markdown
 from pipeline.sweep import STATES, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES
-from pipeline.training.logging import atomic_write_text, read_complete_rows
+from pipeline.files import atomic_write_text, read_complete_rows
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 COLORS = dict(zip(MODEL_NAMES, ("#9ecae1", "#6baed6", "#3182bd", "#08519c", "#d62728", "#2ca02c", "#ff7f0e")))

@@ -25,7 +25,7 @@ from pipeline.config import SweepConfig, config_hash, to_dict
 from pipeline.models import DISPLAY_NAMES
 from pipeline.provenance import provenance
 from pipeline.sweep import sweep_root, sweep_status
-from pipeline.training.logging import atomic_write_text, read_complete_rows
+from pipeline.files import atomic_write_text, read_complete_rows
 
 LEARNED_COARSE = 0.99  # training coarse accuracy at which a run counts as having learned its task
 MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")

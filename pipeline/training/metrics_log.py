@@ -6,37 +6,12 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader (or a crash) sees the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_complete_rows(path: str | Path) -> tuple[list[str], list[dict]]:
-    """Header and rows of a metrics CSV, ignoring a last line cut short by a crash."""
-    text = Path(path).read_text()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    reader = csv.DictReader(io.StringIO(text))
-    return list(reader.fieldnames or []), list(reader)
+from pipeline.files import atomic_write_text, read_complete_rows
 
 
 class _ResumableWriter(ExperimentWriter):

@@ -1,0 +1,59 @@
+"""Files that a crash can never leave half-written, and the CSV reader that tolerates a cut-off last line.
+
+Every result, report, cache file and log rewrite in the pipeline goes through :func:`atomic_write_bytes`: the data
+goes to a temporary file beside the target, is flushed to disk, and is renamed over the target, so a reader (or a
+crash) sees the old file or the new one, never half. The file gets the permissions a plain ``open`` would give it
+(0666 less the umask), so that colleagues on a shared filesystem can read results as they can read anything else.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see the module notes)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8, newlines as given) to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode())
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system tells (Linux); else set and restored."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def read_complete_rows(path: str | Path) -> tuple[list[str], list[dict]]:
+    """Header and rows of a CSV file, ignoring a last line cut short by a crash."""
+    text = Path(path).read_text()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text))
+    return list(reader.fieldnames or []), list(reader)
