@@ -1,0 +1,69 @@
+"""A profile's grid on disk: loading it, and preparing its run directories before any worker starts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline.config import SweepConfig, load_yaml
+from pipeline.sweep.status import sweep_root, sweep_status
+
+
+def load_sweep(file: str | Path) -> SweepConfig:
+    """Load and validate a profile: every run of its grid is checked before anything starts."""
+    return load_yaml(SweepConfig, file)
+
+
+def default_workers(sweep: SweepConfig) -> int:
+    """The profile's ``workers``, else one per CPU core."""
+    return sweep.workers or os.cpu_count() or 1
+
+
+def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool) -> list[Path]:
+    """Fill the evaluation-set cache for the grid's tasks (once, here, rather than in every worker), write every
+    run's config.yaml (checking a directory is not another config's; a raised budget is recorded, and the run
+    extended) and list the runs to execute."""
+    from pipeline.data.cache import generate_eval_sets
+    from pipeline.training.run import claim_run_directory
+
+    generate_eval_sets(sorted({run.task for run in sweep.runs()}))
+    adopt_renamed_runs(sweep, runs_root)
+    todo = []
+    for status in sweep_status(sweep, runs_root):
+        if status.state != "running":  # a running run's worker owns its config until it ends
+            claim_run_directory(status.config, status.run_dir)
+        if status.state in ("pending", "interrupted") or (status.state == "failed" and retry_failed):
+            (status.run_dir / "failed.json").unlink(missing_ok=True)
+            todo.append(status.run_dir)
+    return todo
+
+
+def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> list[tuple[str, str]]:
+    """Rename run directories made under an older run-id scheme (the hash once covered the budget) to the id their
+    config has now, so that an upgrade resumes a grid instead of starting it over. A directory is adopted only if it
+    is not locked and its config is a run of this grid up to the budget. Returns (old name, new name) pairs."""
+    import yaml
+
+    from pipeline.config import RunConfig, from_dict
+    from pipeline.sweep.locks import is_locked
+    from pipeline.training.run import run_identity
+
+    root = sweep_root(sweep, runs_root)
+    wanted = {run.run_id(): run for run in sweep.runs()}
+    if not root.is_dir():
+        return []
+    renamed = []
+    for directory in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in wanted):
+        config_file = directory / "config.yaml"
+        if not config_file.is_file() or is_locked(directory):
+            continue
+        try:
+            stored = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
+        except Exception:  # not a run directory of ours: leave it alone
+            continue
+        run = wanted.get(stored.run_id())
+        if run is None or run_identity(run) != run_identity(stored) or (root / stored.run_id()).exists():
+            continue
+        directory.rename(root / stored.run_id())
+        renamed.append((directory.name, stored.run_id()))
+    return renamed

@@ -1,0 +1,74 @@
+"""The local pool: one worker process per run (``python -m pipeline.sweep RUN_DIR``), ``workers`` at a time, one
+torch thread each, output in ``<run dir>/train.log``. Workers die with the pool (:mod:`pipeline.sweep.lifetime`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipeline.config import SweepConfig
+from pipeline.sweep.grid import default_workers, prepare
+from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
+from pipeline.sweep.status import RunStatus, run_status, summary, sweep_root, sweep_status
+
+
+def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | None = None,
+              retry_failed: bool = False, echo=print, poll_seconds: float = 1.0,
+              report_every: float = 60.0) -> list[RunStatus]:
+    """Execute the sweep on this machine, ``workers`` runs at a time. Returns the final status of every run."""
+    workers = workers or default_workers(sweep)
+    todo = prepare(sweep, runs_root, retry_failed)
+    configs = {sweep_root(sweep, runs_root) / run.run_id(): run for run in sweep.runs()}
+    echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
+         f"in {sweep_root(sweep, runs_root)}")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               **{PARENT_ENV: str(os.getpid())})
+    children: dict[subprocess.Popen, tuple[Path, float, int]] = {}  # child -> (run dir, start time, batches then)
+    measured: dict[str, list[float]] = {}  # model -> wall seconds per batch of whole worker processes
+    logs = {}
+
+    def stop_children(signum, frame):  # a polite stop of the sweep stops its runs; they resume next time
+        for child in children:
+            child.terminate()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop_children)
+    last_report = 0.0
+    try:
+        queue = list(todo)
+        while queue or children:
+            while queue and len(children) < workers:
+                run_dir = queue.pop(0)
+                before = run_status(configs[run_dir], run_dir).batches_done
+                logs[run_dir] = open(run_dir / "train.log", "a")
+                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", str(run_dir)], env=env,
+                                         stdout=logs[run_dir], stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_parent())
+                children[child] = (run_dir, time.monotonic(), before)
+            time.sleep(poll_seconds)
+            changed = False
+            for child in [c for c in children if c.poll() is not None]:
+                run_dir, started, before = children.pop(child)
+                logs.pop(run_dir).close()
+                status = run_status(configs[run_dir], run_dir)
+                if status.batches_done > before:
+                    measured.setdefault(status.config.model.name, []).append(
+                        (time.monotonic() - started) / (status.batches_done - before))
+                echo(f"  {status.state}: {run_dir.name}"
+                     + (f" (see {run_dir / 'failed.json'})" if status.state == "failed" else ""))
+                changed = True
+            if changed or time.monotonic() - last_report > report_every:
+                active = {run_dir for run_dir, _, _ in children.values()}
+                echo("  " + summary(sweep_status(sweep, runs_root, active), workers, measured))
+                last_report = time.monotonic()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for child in children:
+            child.terminate()
+    statuses = sweep_status(sweep, runs_root)
+    echo(f"sweep {sweep.name}: " + summary(statuses, workers, measured))
+    return statuses

@@ -1,0 +1,150 @@
+"""Where a sweep stands: the state of every run, read off its directory, and how long the rest should take.
+
+A run is
+
+* **finished** once ``results.json`` exists and covers the run's budget (it trained ``max_batches`` or stopped
+  early): never trained again. A finished run whose budget was raised since is *interrupted* again: it resumes
+  from its last checkpoint up to the new budget;
+* **failed** when ``failed.json`` exists (an exception or a NaN loss, with the traceback): left alone unless
+  ``retry_failed``; the sweep goes on with the other runs;
+* **running** while a worker holds its lock (:mod:`pipeline.sweep.locks`);
+* **interrupted** when it has a checkpoint but no worker: it resumes from ``last.ckpt``;
+* **pending** otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import RunConfig, SweepConfig
+from pipeline.paths import RUNS_DIR
+from pipeline.sweep.locks import is_locked, lock_owner
+from pipeline.files import read_complete_rows
+from pipeline.training.results import results_cover
+
+STATES = ("finished", "failed", "running", "interrupted", "pending")
+
+
+def sweep_root(sweep: SweepConfig, runs_root: Path | None = None) -> Path:
+    return Path(runs_root) if runs_root is not None else RUNS_DIR / sweep.name
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    config: RunConfig
+    run_dir: Path
+    state: str
+    batches_done: int
+    seconds: float  # wall seconds of training so far
+
+    @property
+    def batches_left(self) -> int:
+        return 0 if self.state in ("finished", "failed") else self.config.training.max_batches - self.batches_done
+
+
+def run_state(run_dir: Path, config: RunConfig | None = None) -> str:
+    """One of :data:`STATES`, read off the run directory (``config``: the budget the sweep asks of it now)."""
+    results = run_dir / "results.json"
+    if results.exists() and results_cover(json.loads(results.read_text()), config):
+        return "finished"
+    if is_locked(run_dir):
+        return "running"
+    if (run_dir / "failed.json").exists():
+        return "failed"
+    if (run_dir / "checkpoints" / "last.ckpt").exists():
+        return "interrupted"
+    return "pending"
+
+
+def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunStatus:
+    """``active``: a worker of this very sweep was just started on it (it may not hold the lock yet)."""
+    state = run_state(run_dir, config)
+    if active and state in ("pending", "interrupted"):
+        state = "running"
+    done, seconds = 0, 0.0
+    metrics = run_dir / "metrics.csv"
+    if metrics.exists():
+        _, rows = read_complete_rows(metrics)
+        if rows:
+            done = int(rows[-1]["step"])
+            seconds = float(rows[-1].get("time/elapsed_s") or 0.0)  # where runs before timings.csv kept it
+    timings = run_dir / "timings.csv"
+    if timings.exists():
+        _, rows = read_complete_rows(timings)
+        if rows:
+            seconds = float(rows[-1]["elapsed_s"])
+    return RunStatus(config, run_dir, state, done, seconds)
+
+
+def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[Path] = frozenset()) -> list[RunStatus]:
+    root = sweep_root(sweep, runs_root)
+    return [run_status(run, root / run.run_id(), active=root / run.run_id() in active) for run in sweep.runs()]
+
+
+def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[float]] | None = None) -> str:
+    """'12 finished, 2 running, 0 failed, 21 to go; at most ~1.4 h left' (early stops make it an upper bound)."""
+    counts = Counter(s.state for s in statuses)
+    to_go = counts["interrupted"] + counts["pending"]
+    line = f"{counts['finished']} finished, {counts['running']} running, {counts['failed']} failed, {to_go} to go"
+    eta = estimate_seconds_left(statuses, workers, measured)
+    if counts["running"] + to_go:
+        line += "; time left: estimating" if eta is None else f"; at most ~{_duration(eta)} left"
+    return line
+
+
+def estimate_seconds_left(statuses: list[RunStatus], workers: int,
+                          measured: dict[str, list[float]] | None = None) -> float | None:
+    """Batches left × wall seconds per batch / workers, per model. The rate is, in order of preference: measured by
+    this sweep over whole worker processes (start-up, training, evaluation, final evaluation: ``measured``, seconds
+    per batch trained); else over finished runs' training and evaluation; else running runs' training so far."""
+    per_model: dict[str, list[float]] = {model: list(rates) for model, rates in (measured or {}).items() if rates}
+    for s in statuses:
+        if s.config.model.name in (measured or {}):
+            continue
+        if s.state == "finished":
+            r = json.loads((s.run_dir / "results.json").read_text())
+            rate = (r["train_seconds"] + r["eval_seconds"]) / max(1, r["batches"])
+        elif s.batches_done and s.seconds:
+            rate = s.seconds / s.batches_done
+        else:
+            continue
+        per_model.setdefault(s.config.model.name, []).append(rate)
+    if not per_model:
+        return None
+    overall = sum(sum(v) for v in per_model.values()) / sum(len(v) for v in per_model.values())
+    total = 0.0
+    for s in statuses:
+        rates = per_model.get(s.config.model.name)
+        total += s.batches_left * (sum(rates) / len(rates) if rates else overall)
+    return total / max(1, workers)
+
+
+def unfinished(statuses: list[RunStatus]) -> list[str]:
+    """One line per run that is not finished, saying why: what a sweep prints before exiting non-zero."""
+    lines = []
+    for s in statuses:
+        if s.state == "finished":
+            continue
+        if s.state == "failed":
+            why = "failed: " + json.loads((s.run_dir / "failed.json").read_text())["error"].splitlines()[0]
+            why += " (--retry-failed runs it again)"
+        elif s.state == "running":
+            owner = lock_owner(s.run_dir)
+            why = f"still running in another process ({owner})" if owner else "still running in another process"
+        elif s.state == "interrupted":
+            why = f"interrupted at batch {s.batches_done} of {s.config.training.max_batches}; rerun to resume"
+        else:
+            why = "not started"
+        lines.append(f"{s.run_dir.name}: {why}")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,42 @@
+"""The worker: train (or resume) the one run of a run directory, under its lock, recording a failure instead of
+raising it. The local pool starts it as ``python -m pipeline.sweep RUN_DIR``; a SLURM array task calls
+:func:`run_one` directly."""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import RunConfig, from_dict
+from pipeline.provenance import git_commit
+from pipeline.sweep.locks import claim_owner, run_lock
+from pipeline.sweep.status import run_state
+from pipeline.files import atomic_write_text
+
+
+def run_one(run_dir: str | Path) -> str:
+    """Train (or resume) the run in ``run_dir`` from its ``config.yaml``. Returns its state afterwards."""
+    from pipeline.training.run import train
+
+    run_dir = Path(run_dir)
+    with run_lock(run_dir, patience=5.0) as lock:
+        if not lock:
+            return "running"
+        claim_owner(lock)
+        config = from_dict(RunConfig, yaml.safe_load((run_dir / "config.yaml").read_text()))
+        try:
+            train(config, run_dir, progress=False)
+        except Exception as error:  # recorded, not raised: one failed run must not stop a sweep
+            atomic_write_text(run_dir / "failed.json", json.dumps({
+                "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc(),
+                "commit": git_commit(),
+                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            }, indent=2) + "\n")
+            return "failed"
+        (run_dir / "failed.json").unlink(missing_ok=True)
+    return run_state(run_dir, config)
