@@ -19,7 +19,6 @@ from typing import Any, Literal
 import yaml
 
 MODEL_NAMES = ("lstm1", "lstm2", "lstm4", "lstm8", "stack", "queue", "deque")
-PAPER_LEARNING_RATES = (5e-3, 1e-3, 5e-4, 1e-4, 5e-5)
 
 
 class ConfigError(ValueError):
@@ -136,14 +135,19 @@ class RunConfig:
         self.training.validate(_join(path, "training"))
 
     def run_id(self) -> str:
-        """A readable id plus a hash of everything that changes the result (not the tracking settings)."""
+        """A readable id plus a hash of everything that changes the result, except the budget: a run trained
+        longer is the same run extended (``max_batches`` raised later resumes it), and tracking settings."""
         m, t = self.model, self.training
-        digest = config_hash({"task": self.task, "model": to_dict(m), "training": to_dict(t)})
+        training = {k: v for k, v in to_dict(t).items() if k != "max_batches"}
+        digest = config_hash({"task": self.task, "model": to_dict(m), "training": training})
         return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{digest}"
 
 
+# Where each grid axis, and each `transduce train` option, sits in a run config: one table for both.
 GRID_AXES = {"task": ("task",), "model": ("model", "name"), "hidden": ("model", "hidden"), "lr": ("training", "lr"),
              "seed": ("training", "seed")}
+OPTION_PATHS = {**GRID_AXES, "max_batches": ("training", "max_batches"), "eval_every": ("training", "eval_every"),
+                "checkpoint_every": ("training", "checkpoint_every"), "wandb": ("tracking", "wandb")}
 
 
 @dataclass(frozen=True)
@@ -297,17 +301,14 @@ def load_yaml(cls: type, file: str | Path):
 
 def resolve_run_config(file: str | Path | None = None, **overrides: Any) -> RunConfig:
     """A run config from the defaults (the paper's settings), then ``file`` (YAML, any subset of the keys), then
-    the command line's ``overrides`` (None = not given): task, model, hidden, lr, max_batches, seed, wandb."""
+    the command line's ``overrides`` (None = not given): keys of :data:`OPTION_PATHS`."""
     data = to_dict(RunConfig())
     if file is not None:
         _merge(data, to_dict(load_yaml(RunConfig, file)))
-    places = {"task": ("task",), "model": ("model", "name"), "hidden": ("model", "hidden"), "lr": ("training", "lr"),
-              "max_batches": ("training", "max_batches"), "seed": ("training", "seed"),
-              "wandb": ("tracking", "wandb")}
     for key, value in overrides.items():
         if value is None:
             continue
-        *parents, leaf = places[key]
+        *parents, leaf = OPTION_PATHS[key]
         node = data
         for parent in parents:
             node = node[parent]
@@ -335,11 +336,18 @@ def _build(tp: Any, value: Any, path: str):
             raise ConfigError(
                 f"unknown key {_join(path, str(unknown[0]))!r}; allowed keys here: {', '.join(sorted(fields))}"
             )
+        required = [f.name for f in dataclasses.fields(tp)
+                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [key for key in required if key not in value]
+        if missing:
+            raise ConfigError(f"missing key {_join(path, missing[0])!r} (required keys here: {', '.join(required)})")
         kwargs = {key: _build(hints[key], val, _join(path, key)) for key, val in value.items()}
         return tp(**kwargs)
     if origin is Literal:
         allowed = typing.get_args(tp)
-        if value not in allowed:
+        if value is False and "off" in allowed:  # YAML 1.1 reads a bare `off` as false
+            value = "off"
+        if value not in allowed or isinstance(value, bool):
             raise ConfigError(f"{path} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
         return value
     if origin in (typing.Union, types.UnionType):

@@ -56,6 +56,11 @@ class Scores:
         return rows
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where the model's parameters live: evaluation sends its batches there (the CPU or a GPU)."""
+    return next(model.parameters()).device
+
+
 def coarse_accuracy(correct_prefix: Tensor, target_lengths: Tensor) -> float:
     """Share of sequences whose whole target, </s> included, is right."""
     return (correct_prefix == target_lengths).double().mean().item()
@@ -85,12 +90,13 @@ def evaluate(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary
     """Coarse/fine scores of ``model`` on ``pairs``, in batches of similar length to cut padding."""
     was_training = model.training
     model.eval()
+    device = model_device(model)
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].source) + len(pairs[i].target))
     prefix = torch.empty(len(pairs), dtype=torch.long)
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        batch = collate([pairs[i] for i in idx], vocab)
-        prefix[idx] = correct_prefix_from_logits(model(batch.inputs, batch.lengths), batch)
+        batch = collate([pairs[i] for i in idx], vocab).to(device)
+        prefix[idx] = correct_prefix_from_logits(model(batch.inputs, batch.lengths), batch).cpu()
     model.train(was_training)
     return Scores(
         correct_prefix=prefix,
@@ -105,13 +111,14 @@ def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: Jo
     ``</s>`` or |target| + 1 symbols (a longer output cannot have a longer correct prefix)."""
     was_training = model.training
     model.eval()
+    device = model_device(model)
     result = []
     for pair in pairs:  # one sequence at a time: no padding, nothing shared, the plainest possible decoder
         source = [vocab.BOS] + [vocab.source_offset + s for s in pair.source] + [vocab.SEP]
         reference = list(pair.target) + [vocab.eos]  # target symbol j is output id j
         state = model.initial_state(1, capacity=len(source) + len(reference))
         for token in source:
-            logits, state = model.step(torch.tensor([token]), state)
+            logits, state = model.step(torch.tensor([token], device=device), state)
         correct = 0
         for expected in reference:
             predicted = int(logits.argmax(-1))
@@ -120,7 +127,7 @@ def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: Jo
             correct += 1
             if predicted == vocab.eos:
                 break
-            logits, state = model.step(torch.tensor([vocab.target_offset + predicted]), state)
+            logits, state = model.step(torch.tensor([vocab.target_offset + predicted], device=device), state)
         result.append(correct)
     model.train(was_training)
     return torch.tensor(result)
@@ -135,7 +142,9 @@ def memory_usage(model: TransductionModel, pairs: list[Pair], vocab: JointVocabu
     if not hasattr(model, "memory_signals_over"):
         return {}
     batch = collate(pairs, vocab)
-    d, u = model.memory_signals_over(batch.inputs, batch.lengths)
+    device = model_device(model)
+    d, u = model.memory_signals_over(batch.inputs.to(device), batch.lengths.to(device))
+    d, u = d.cpu(), u.cpu()
     positions = torch.arange(batch.inputs.shape[1]).unsqueeze(0)
     k = batch.source_lengths.unsqueeze(1)
     halves = {"source": (positions >= 1) & (positions <= k),

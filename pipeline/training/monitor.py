@@ -9,7 +9,9 @@
   after converging, so the last checkpoint is not necessarily the one to report);
 * early stop once training coarse accuracy has been at least ``early_stop_coarse`` (1.0 by default) for
   ``early_stop_patience`` evaluations in a row;
-* every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash.
+* at the end of the run: the last (partial) perplexity window and an evaluation, if the last batch had none;
+* every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash,
+  and ``timings.csv`` (the wall-clock seconds at every logged step, kept out of ``metrics.csv``).
   The logs are flushed first, so everything logged up to a checkpoint is on disk when it is written.
 """
 
@@ -21,10 +23,12 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.loggers import CSVLogger
 
 from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
 from pipeline.tasks import Pair, Task
+from pipeline.files import atomic_write_text
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
@@ -47,6 +51,8 @@ class TrainingMonitor(L.Callback):
         self.perfect_streak = 0
         self.elapsed = 0.0  # wall seconds of training, summed over restarts
         self.stopped_early = False
+        self.last_eval_step = -1
+        self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self._since = time.monotonic()
 
     @property
@@ -63,7 +69,8 @@ class TrainingMonitor(L.Callback):
         self._tick()
         return dict(window_nll=self.window_nll, window_tokens=self.window_tokens,
                     last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
-                    elapsed=self.elapsed, stopped_early=self.stopped_early)
+                    elapsed=self.elapsed, stopped_early=self.stopped_early, last_eval_step=self.last_eval_step,
+                    timings=list(self.timings))
 
     def load_state_dict(self, state: dict) -> None:
         for key, value in state.items():
@@ -89,27 +96,50 @@ class TrainingMonitor(L.Callback):
         self.window_tokens += int(outputs["tokens"])
         metrics = {}
         if step % t.perplexity_every == 0:
-            self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
-            self.window_nll, self.window_tokens = 0.0, 0
-            metrics["train/perplexity"] = self.last_perplexity
-            module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
+            metrics.update(self._close_window(module))
         if step % t.eval_every == 0:
             metrics.update(self._evaluate(trainer, module, step))
-        if metrics:
-            self._tick()
-            metrics["time/elapsed_s"] = self.elapsed
-            for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=step)
-                logger.save()
+        self._log(trainer, metrics, step)
         if step % t.checkpoint_every == 0 or step % t.eval_every == 0 or trainer.should_stop:
             self.save_last(trainer)
 
     def on_train_end(self, trainer: L.Trainer, module) -> None:
+        # Every run ends evaluated, whatever its budget: a budget that is not a multiple of eval_every (or below it)
+        # still gets its last batches' perplexity and an evaluation, hence a best checkpoint to report.
+        step = trainer.global_step
+        metrics = {}
+        if self.window_tokens:
+            metrics.update(self._close_window(module, progress_bar=False))
+        if step and self.last_eval_step != step:
+            metrics.update(self._evaluate(trainer, module, step, progress_bar=False))
+        self._log(trainer, metrics, step)
         self.save_last(trainer)
 
     # -- pieces -----------------------------------------------------------------------------------------------------
 
-    def _evaluate(self, trainer: L.Trainer, module, step: int) -> dict:
+    def _close_window(self, module, progress_bar: bool = True) -> dict:
+        """The average training perplexity of the batches since the last window closed."""
+        self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
+        self.window_nll, self.window_tokens = 0.0, 0
+        if progress_bar:  # Lightning allows self.log in batch hooks only
+            module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
+        return {"train/perplexity": self.last_perplexity}
+
+    def _log(self, trainer: L.Trainer, metrics: dict, step: int) -> None:
+        """``metrics`` to every logger; the wall-clock time to the dashboard and ``timings.csv`` only, so that two
+        runs of one config write the same ``metrics.csv``, byte for byte."""
+        if not metrics:
+            return
+        self._tick()
+        self.timings.append((step, round(self.elapsed, 3)))
+        for logger in trainer.loggers:
+            extra = {} if isinstance(logger, CSVLogger) else {"time/elapsed_s": self.elapsed}
+            logger.log_metrics({**metrics, **extra}, step=step)
+            logger.save()
+
+    # -- pieces -----------------------------------------------------------------------------------------------------
+
+    def _evaluate(self, trainer: L.Trainer, module, step: int, progress_bar: bool = True) -> dict:
         t = module.config.training
         vocab: JointVocabulary = module.vocab
         fresh = fresh_training_pairs(module.task, t.seed, step, t.eval_size)
@@ -117,9 +147,11 @@ class TrainingMonitor(L.Callback):
         test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
         metrics = {"train/coarse": train.coarse, "train/fine": train.fine, "test/coarse": test.coarse,
                    "test/fine": test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
-        module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
-        module.log("test_coarse", test.coarse, prog_bar=True, logger=False)
+        if progress_bar:
+            module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
+            module.log("test_coarse", test.coarse, prog_bar=True, logger=False)
 
+        self.last_eval_step = step
         score = (train.coarse, train.fine)
         if self.best is None or score >= (self.best["train_coarse"], self.best["train_fine"]):
             # ties go to the later checkpoint, which has trained longer
@@ -136,4 +168,6 @@ class TrainingMonitor(L.Callback):
     def save_last(self, trainer: L.Trainer) -> None:
         for logger in trainer.loggers:
             logger.save()
+        atomic_write_text(self.run_dir / "timings.csv",
+                          "step,elapsed_s\n" + "".join(f"{step},{seconds}\n" for step, seconds in self.timings))
         trainer.save_checkpoint(self.last_path, weights_only=False)

@@ -16,8 +16,11 @@ data stream; run it after it finished and it returns the stored results.
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -31,27 +34,43 @@ from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
 from pipeline.runtime import configure_cpu_process
-from pipeline.training.logging import ResumableCSVLogger, atomic_write_text
+from pipeline.files import atomic_write_text, read_complete_rows
+from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
+from pipeline.training.results import results_cover
 from pipeline.training.monitor import TrainingMonitor
 
 EVAL_SPLITS = ("train", "test", "long")
+ACCELERATORS = ("auto", "cpu", "cuda")
 
 
 def run_directory(config: RunConfig, runs_root: Path = RUNS_DIR) -> Path:
     return Path(runs_root) / config.run_id()
 
 
-def claim_run_directory(config: RunConfig, run_dir: Path) -> None:
-    """Create ``run_dir`` for ``config``, or check that it already belongs to exactly this config."""
+def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
+    """Create ``run_dir`` for ``config``, or check that it already belongs to this config. A config that differs
+    from the stored one only in ``training.max_batches`` (and tracking) is the same run with another budget: the
+    stored config is updated. Returns "new", "same" or "budget changed"."""
     config_file = run_dir / "config.yaml"
     if config_file.exists():
         existing = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
-        if to_dict(existing) | {"tracking": None} != to_dict(config) | {"tracking": None}:
+        if run_identity(existing) != run_identity(config):
             raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
                               f"use another directory for {config.run_id()}")
-        return
+        if existing.training.max_batches == config.training.max_batches:
+            return "same"
+        atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+        return "budget changed"
     atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+    return "new"
+
+
+def run_identity(config: RunConfig) -> dict:
+    data = to_dict(config)
+    data["tracking"] = None
+    data["training"] = {k: v for k, v in data["training"].items() if k != "max_batches"}
+    return data
 
 
 class RunProgressBar(RichProgressBar):
@@ -70,8 +89,29 @@ class RunProgressBar(RichProgressBar):
         return metrics
 
 
+@contextmanager
+def quiet_lightning():
+    """Lightning's start-up lines (accelerators available, a "Tip", a dataloader warning about an endless stream)
+    say nothing about a run; keep a run's output to what it does."""
+    names = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda",
+             "lightning.fabric.utilities.rank_zero")
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*IterableDataset.*__len__.*")
+            warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+            warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch.*")
+            warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
 def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, resume_step: int | None,
-                  progress: bool) -> L.Trainer:
+                  progress: bool, accelerator: str = "auto") -> L.Trainer:
     loggers = [ResumableCSVLogger(run_dir, keep_through_step=resume_step)]
     if config.tracking.wandb != "off":
         from pipeline.training.tracking import wandb_logger
@@ -90,43 +130,83 @@ def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, re
         limit_val_batches=0,
         num_sanity_val_steps=0,
         log_every_n_steps=t.perplexity_every,
-        accelerator="auto",
+        accelerator=accelerator,
         devices=1,
         default_root_dir=str(run_dir),
     )
 
 
 def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | None = None,
-          progress: bool = True) -> dict:
-    """Train (or resume, or just return the results of) the run described by ``config``."""
+          progress: bool = True, restart: bool = False, accelerator: str = "auto") -> dict:
+    """Train (or resume, or extend, or just return the results of) the run described by ``config``.
+
+    A run directory whose results cover ``config`` (it trained ``max_batches``, or stopped early) returns them. One
+    whose budget was raised since is extended: its results are kept as ``results.<batches>.json`` and training
+    resumes from ``last.ckpt``. A directory that has logged batches but lost ``last.ckpt`` is refused unless
+    ``restart``, which trains the run again from batch 0 (its metrics, checkpoints and results are replaced)."""
     config.validate()
+    if accelerator not in ACCELERATORS:
+        raise ConfigError(f"accelerator must be one of {', '.join(ACCELERATORS)}; got {accelerator!r}")
     run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
+    if restart:
+        clear_run(run_dir)
     results_file = run_dir / "results.json"
     if results_file.exists():
-        return json.loads(results_file.read_text())
+        stored = json.loads(results_file.read_text())
+        if results_cover(stored, config):
+            return stored
+        results_file.rename(run_dir / f"results.{stored['batches']}.json")  # extended: keep what it reported
     commits = record_commit(run_dir)
     configure_cpu_process()
 
     eval_sets = {split: load_eval_set(config.task, split, cache_dir) for split in EVAL_SPLITS}
     monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
     last = monitor.last_path if monitor.last_path.exists() else None
+    if last is None:
+        refuse_lost_progress(run_dir)
     resume_step = torch.load(last, map_location="cpu", weights_only=False)["global_step"] if last else None
 
     L.seed_everything(config.training.seed, workers=True, verbose=False)
     module = TransductionModule.from_config(config)
-    trainer = build_trainer(config, run_dir, monitor, resume_step, progress)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*IterableDataset.*__len__.*")
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch.*")
+    with quiet_lightning():
+        trainer = build_trainer(config, run_dir, monitor, resume_step, progress, accelerator)
         trainer.fit(module, ckpt_path=last)
     if trainer.interrupted:  # stopped from outside: the run is unfinished and resumes next time
         raise KeyboardInterrupt(f"training of {run_dir} was interrupted at batch {trainer.global_step}")
 
     results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir, commits)
     atomic_write_text(results_file, json.dumps(results, indent=2) + "\n")
+    if config.tracking.wandb != "off":
+        from pipeline.training.tracking import log_final_results
+
+        log_final_results(trainer.loggers, results)
     return results
+
+
+RUN_OUTPUTS = ("metrics.csv", "timings.csv", "results.json", "failed.json", "accuracy_by_length.csv")
+
+
+def clear_run(run_dir: Path) -> None:
+    """Remove what a run has trained and logged (not its config or commits): it starts again from batch 0."""
+    for name in RUN_OUTPUTS:
+        (run_dir / name).unlink(missing_ok=True)
+    for old in run_dir.glob("results.*.json"):
+        old.unlink()
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+
+
+def refuse_lost_progress(run_dir: Path) -> None:
+    """A run that logged batches but has no ``last.ckpt`` would silently start over: say so and stop."""
+    metrics = run_dir / "metrics.csv"
+    if not metrics.exists():
+        return
+    _, rows = read_complete_rows(metrics)
+    steps = [int(row["step"]) for row in rows if row.get("step")]
+    if steps:
+        raise ConfigError(f"{run_dir} has logged {max(steps)} batches (metrics.csv) but its checkpoint "
+                          f"checkpoints/last.ckpt is missing, so it cannot resume; to train it again from batch 0 "
+                          f"(replacing its log), pass --restart (train(..., restart=True))")
 
 
 def record_commit(run_dir: Path) -> list[str]:

@@ -1,7 +1,11 @@
 """Weights & Biases as the dashboard: offline by default (runs are written under ``<run dir>/wandb`` and can be
 uploaded later with ``wandb sync``), online when asked, off with ``--wandb off``. It must never block training on
 the network: an online run that cannot start within a short timeout falls back to offline with a warning. The CSV
-log is written regardless and is what the reports are made from."""
+log is written regardless and is what the reports are made from.
+
+Each run directory is one W&B run (resumed runs continue it), grouped by the folder that holds it: the runs of a
+profile (``runs/<profile>/*``) form one group, so ``wandb sync runs/<profile>/*/wandb/offline-run-*`` puts a whole
+grid side by side in one project, and ``wandb leet runs/<profile>/<run>/wandb`` shows one run locally."""
 
 from __future__ import annotations
 
@@ -14,6 +18,25 @@ from pipeline.config import RunConfig, config_hash, to_dict
 ONLINE_INIT_TIMEOUT_S = 20
 
 
+def wandb_run_id(config: RunConfig, run_dir: Path) -> str:
+    """One W&B id per run directory, the same across resumes (so a resumed run continues its W&B run) and different
+    for two directories holding the same config (which would otherwise merge on ``wandb sync``)."""
+    where = config_hash(str(Path(run_dir).resolve()), length=6)
+    identity = config.run_id().rsplit("-", 1)[1]  # the run id's hash: not the budget, so an extended run continues
+    return f"{config.task}-{config.model.name}-{identity}-{where}"  # wandb ids: no dots
+
+
+def log_final_results(loggers, results: dict) -> None:
+    """The final evaluation (training-, test- and long-length coarse/fine) into the W&B run's summary."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            logger.experiment.summary.update({f"final/{k}": v for k, v in results.items()
+                                              if isinstance(v, (int, float)) and not isinstance(v, bool)})
+            logger.experiment.finish()
+
+
 def wandb_logger(config: RunConfig, run_dir: Path):
     os.environ.setdefault("WANDB_SILENT", "true")
     os.environ.setdefault("WANDB_DISABLE_GIT", "true")
@@ -21,15 +44,23 @@ def wandb_logger(config: RunConfig, run_dir: Path):
     from lightning.pytorch.loggers import WandbLogger
 
     mode = config.tracking.wandb
-    run_id = f"{config.task}-{config.model.name}-{config_hash(to_dict(config))}"  # wandb ids: no dots
-    common = dict(project=config.tracking.project, name=config.run_id(), id=run_id, save_dir=str(run_dir),
-                  config=to_dict(config), resume="allow")
+    common = dict(project=config.tracking.project, name=config.run_id(), id=wandb_run_id(config, run_dir),
+                  group=Path(run_dir).resolve().parent.name, save_dir=str(run_dir), config=to_dict(config),
+                  resume="allow")
     if mode == "online":
         try:
-            logger = WandbLogger(**common, settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S))
+            logger = _without_anonymous(WandbLogger(**common,
+                                                    settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S)))
             logger.experiment  # start the run now, where a failure can still fall back
             return logger
         except Exception as error:  # no network, no credentials, server down: keep training, log offline
             warnings.warn(f"wandb online run could not start ({error}); logging offline instead. "
                           f"Upload later with: wandb sync {run_dir / 'wandb'}", stacklevel=2)
-    return WandbLogger(**common, offline=True, settings=wandb.Settings(mode="offline"))
+    return _without_anonymous(WandbLogger(**common, offline=True, settings=wandb.Settings(mode="offline")))
+
+
+def _without_anonymous(logger):
+    """Lightning passes wandb ``anonymous=None``, which wandb >= 0.19 answers with a deprecation warning on every
+    run; the setting does nothing, so drop it before the run starts."""
+    getattr(logger, "_wandb_init", {}).pop("anonymous", None)
+    return logger
