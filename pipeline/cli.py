@@ -17,7 +17,7 @@ import numpy as np
 import typer
 
 from pipeline import __version__
-from pipeline.config import MODEL_NAMES, ConfigError
+from pipeline.config import MODEL_NAMES, ConfigError, RunConfig
 from pipeline.data.cache import cache_root, generate_eval_sets
 from pipeline.tasks import SPLITS, TASK_NAMES, get_task
 
@@ -32,6 +32,12 @@ app = typer.Typer(
 TaskName = Enum("TaskName", {name: name for name in TASK_NAMES}, type=str)
 SplitName = Enum("SplitName", {name: name for name in SPLITS}, type=str)
 ModelName = Enum("ModelName", {name: name for name in MODEL_NAMES}, type=str)
+
+
+class Accelerator(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
 
 
 def _at_least(minimum: int):
@@ -109,33 +115,54 @@ def _fail(error: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+_RUN = RunConfig()
+
+
 @app.command()
 def train(
-    task: TaskName = typer.Option(None, "--task", help="Task (default: the config's, else reversal)."),
-    model: ModelName = typer.Option(None, "--model", help="Architecture (default: the config's, else stack)."),
-    hidden: int = typer.Option(None, "--hidden", callback=_at_least(1),
+    task: TaskName = typer.Option(None, "--task", show_default=_RUN.task,
+                                  help="Task (default: the config's, else this)."),
+    model: ModelName = typer.Option(None, "--model", show_default=_RUN.model.name,
+                                    help="Architecture (default: the config's, else this)."),
+    hidden: int = typer.Option(None, "--hidden", callback=_at_least(1), show_default=str(_RUN.model.hidden),
                                help="LSTM hidden size (paper: 256 or 512)."),
-    lr: float = typer.Option(None, "--lr", callback=_positive_float, help="RMSProp learning rate."),
+    lr: float = typer.Option(None, "--lr", callback=_positive_float, show_default=f"{_RUN.training.lr:g}",
+                             help="RMSProp learning rate."),
     max_batches: int = typer.Option(None, "--max-batches", callback=_at_least(1),
-                                    help="Batch budget."),
-    seed: int = typer.Option(None, "--seed", callback=_at_least(0),
+                                    show_default=str(_RUN.training.max_batches),
+                                    help="Batch budget; raise it on a finished run (--run-dir) to extend it."),
+    seed: int = typer.Option(None, "--seed", callback=_at_least(0), show_default=str(_RUN.training.seed),
                              help="Seed of the data stream and the initialisation."),
-    config: Path = typer.Option(None, "--config", help="A run config YAML (see configs/run.yaml); flags override it."),
+    eval_every: int = typer.Option(None, "--eval-every", callback=_at_least(1),
+                                   show_default=str(_RUN.training.eval_every),
+                                   help="Evaluate coarse/fine every N batches."),
+    checkpoint_every: int = typer.Option(None, "--checkpoint-every", callback=_at_least(1),
+                                         show_default=str(_RUN.training.checkpoint_every),
+                                         help="Write last.ckpt (for resuming) every N batches."),
+    config: Path = typer.Option(None, "--config", help="A run config YAML (see configs/run.yaml); flags override it. "
+                                "Default: the --run-dir's own config.yaml if it has one, else the defaults."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default: runs/<run id>)."),
-    wandb: str = typer.Option(None, "--wandb", help="offline (default), online or off."),
+    wandb: str = typer.Option(None, "--wandb", show_default=_RUN.tracking.wandb, help="offline, online or off."),
+    accelerator: Accelerator = typer.Option(Accelerator.auto, "--accelerator",
+                                            help="auto (a GPU when there is one), cpu or cuda."),
+    restart: bool = typer.Option(False, "--restart", help="Train the run again from batch 0, replacing its log, "
+                                                          "checkpoints and results."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Train one model on one task; rerun the same command to resume after an interruption."""
     from pipeline.config import resolve_run_config
     from pipeline.training.run import train as train_run
 
+    if config is None and run_dir is not None and (run_dir / "config.yaml").is_file():
+        config = run_dir / "config.yaml"
     try:
         run_config = resolve_run_config(
             config, task=task and task.value, model=model and model.value, hidden=hidden, lr=lr,
-            max_batches=max_batches, seed=seed, wandb=wandb)
+            max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
+            wandb=wandb)
+        results = train_run(run_config, run_dir, progress=progress, restart=restart, accelerator=accelerator.value)
     except ConfigError as error:
         _fail(error)
-    results = train_run(run_config, run_dir, progress=progress)
     typer.echo(json.dumps(results, indent=2))
 
 
@@ -176,7 +203,7 @@ def params(
     else:
         typer.echo(markdown)
     if output is not None:
-        from pipeline.training.logging import atomic_write_text
+        from pipeline.files import atomic_write_text
 
         atomic_write_text(output, markdown)
 
@@ -213,22 +240,33 @@ def sweep(
     wait: bool = typer.Option(False, "--wait", help="SLURM: wait for the jobs to finish."),
 ) -> None:
     """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
-    from pipeline.sweep import run_local, submit_slurm, summary, sweep_status
+    from pipeline.sweep import default_workers, run_local, submit_slurm, summary, sweep_status
 
     config = _load_profile(profile)
     if status:
         statuses = sweep_status(config, runs_dir)
         for s in statuses:
             typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
-        typer.echo(summary(statuses, workers or config.workers or os.cpu_count() or 1))
+        typer.echo(summary(statuses, workers or default_workers(config)))
         return
     if executor is Executor.slurm:
         submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
                      array_parallelism=array_parallelism, wait=wait, echo=typer.echo)
     else:
-        statuses = run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo)
-        if any(s.state == "failed" for s in statuses):
-            raise typer.Exit(code=1)
+        _exit_if_unfinished(run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo))
+
+
+def _exit_if_unfinished(statuses) -> None:
+    """A sweep succeeds only when every run of its grid is finished; otherwise it says which and why, and exits 1
+    (so that `make reproduce` does too)."""
+    from pipeline.sweep import unfinished
+
+    lines = unfinished(statuses)
+    if lines:
+        typer.echo(f"{len(lines)} run(s) of the grid are not finished:", err=True)
+        for line in lines:
+            typer.echo(f"  {line}", err=True)
+        raise typer.Exit(code=1)
 
 
 @app.command()
@@ -262,8 +300,7 @@ def study(
     statuses = [] if report_only else run_local(config, runs_dir, workers=workers, echo=typer.echo)
     command = f"transduce study {profile}" + (" --report-only" if report_only else "")
     typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=command)}")
-    if any(s.state == "failed" for s in statuses):
-        raise typer.Exit(code=1)
+    _exit_if_unfinished(statuses)
 
 
 @app.command()

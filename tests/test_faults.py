@@ -1,0 +1,205 @@
+"""Faults a sweep or a run must survive honestly: a sweep killed with SIGKILL takes its workers with it and its rerun
+says what is unfinished; a run that lost its checkpoint refuses to start over silently; files honour the umask;
+any budget ends evaluated; a finished run can be extended; same seed, same metrics file."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import ConfigError, RunConfig, SweepConfig, from_dict, load_yaml, to_dict
+from pipeline.files import atomic_write_text
+from pipeline.sweep import load_sweep, summary, sweep_status
+from pipeline.sweep.locks import claim_owner, run_lock
+from pipeline.sweep.status import RunStatus, estimate_seconds_left
+from pipeline.training.run import train
+from pipeline.training.tracking import wandb_run_id
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+def tiny(max_batches=20, seed=0, **training) -> RunConfig:
+    settings = dict(max_batches=max_batches, seed=seed, perplexity_every=10, eval_every=10, eval_size=10,
+                    test_eval_size=10, final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
+    settings.update(training)
+    return from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack", "hidden": 8, "memory_width": 4,
+                                                               "embedding": 4},
+                                 "training": settings, "tracking": {"wandb": "off"}})
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfinished_runs(tmp_path):
+    data = {"name": "killed", "workers": 2,
+            "defaults": {"model": {"memory_width": 4, "embedding": 4},
+                         "training": dict(max_batches=100_000, perplexity_every=10, eval_every=10_000, eval_size=10,
+                                          test_eval_size=10, final_eval_size=10, checkpoint_every=10,
+                                          early_stop_patience=0),
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["reversal"], "models": ["lstm1", "stack"], "hidden": [8]}]}
+    path = tmp_path / "killed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    sweep_process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir",
+                                      str(runs)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    owners: list[int] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(owners) < 2:  # both workers training
+        time.sleep(0.3)
+        owners = [int(f.read_text().split()[0]) for f in runs.glob("*/.lock") if f.read_text().strip()]
+        owners = [pid for pid in owners if alive(pid)]
+    assert len(owners) == 2, "the workers never started"
+    while any(s.batches_done < 10 for s in sweep_status(sweep, runs)) and time.monotonic() < deadline:
+        time.sleep(0.3)  # a checkpoint to resume from
+
+    sweep_process.send_signal(signal.SIGKILL)  # the sweep alone, not its process group
+    sweep_process.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in owners) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid in owners), "a worker outlived its sweep"
+    assert {s.state for s in sweep_status(sweep, runs)} == {"interrupted"}
+
+    # A rerun while another process holds one run: it trains the other, then exits 1 naming the held run.
+    held = runs / sweep.runs()[0].run_id()
+    with run_lock(held) as lock:
+        claim_owner(lock)
+        data["defaults"]["training"]["max_batches"] = 20  # a lower budget: the free run finishes quickly
+        path.write_text(yaml.safe_dump(data))
+        result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs)],
+                                capture_output=True, text=True)
+    assert result.returncode == 1, result.stderr
+    assert "1 run(s) of the grid are not finished:" in result.stderr
+    assert f"{held.name}: still running in another process (pid {os.getpid()}" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert {s.state for s in sweep_status(load_sweep(path), runs)} == {"finished"}
+
+
+def test_a_run_that_lost_its_checkpoint_is_refused_unless_restarted(tmp_path):
+    config = tiny(max_batches=20)
+    train(config, tmp_path / "run", progress=False)
+    (tmp_path / "run" / "results.json").unlink()
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").unlink()
+    with pytest.raises(ConfigError, match=r"has logged 20 batches .* checkpoints/last.ckpt is missing.*--restart"):
+        train(config, tmp_path / "run", progress=False)
+    results = train(config, tmp_path / "run", progress=False, restart=True)
+    assert results["batches"] == 20
+
+
+def test_a_finished_run_is_extended_by_raising_its_budget(tmp_path):
+    first = train(tiny(max_batches=20), tmp_path / "run", progress=False)
+    assert train(tiny(max_batches=10), tmp_path / "run", progress=False) == first  # covered: nothing trains
+    longer = train(tiny(max_batches=30), tmp_path / "run", progress=False)
+    assert longer["batches"] == 30 and (tmp_path / "run" / "results.20.json").is_file()
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["training"]["max_batches"] == 30
+    # the extended run's log is the uninterrupted 30-batch run's
+    twin = train(tiny(max_batches=30), tmp_path / "twin", progress=False)
+    assert (tmp_path / "run" / "metrics.csv").read_text() == (tmp_path / "twin" / "metrics.csv").read_text()
+    assert longer["train_perplexity"] == twin["train_perplexity"]
+
+
+def test_same_seed_same_metrics_file_and_timings_apart(tmp_path):
+    train(tiny(max_batches=20), tmp_path / "a", progress=False)
+    train(tiny(max_batches=20), tmp_path / "b", progress=False)
+    assert (tmp_path / "a" / "metrics.csv").read_text() == (tmp_path / "b" / "metrics.csv").read_text()
+    assert "elapsed" not in (tmp_path / "a" / "metrics.csv").read_text()
+    assert (tmp_path / "a" / "timings.csv").read_text().splitlines()[0] == "step,elapsed_s"
+
+
+def test_a_budget_below_the_evaluation_interval_still_ends_evaluated(tmp_path):
+    results = train(tiny(max_batches=7, eval_every=1000, perplexity_every=100), tmp_path / "run", progress=False)
+    assert results["batches"] == 7 and results["train_perplexity"] == results["train_perplexity"]  # not NaN
+    assert results["selected_step"] == 7 and (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
+    result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "run")])
+    assert result.exit_code == 0 and '"test"' in result.output
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_written_files_honour_the_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        atomic_write_text(tmp_path / "results.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "results.json").stat().st_mode & 0o777 == mode
+
+
+def test_yaml_off_is_the_tracking_setting_off(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("tracking: {wandb: off}\n")
+    assert load_yaml(RunConfig, path).tracking.wandb == "off"
+    path.write_text("tracking: {wandb: true}\n")
+    with pytest.raises(ConfigError, match="tracking.wandb must be one of 'offline', 'online', 'off'; got True"):
+        load_yaml(RunConfig, path)
+
+
+def test_an_empty_profile_and_a_foreign_run_directory_are_one_line_errors(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match="missing key 'name'"):
+        load_yaml(SweepConfig, empty)
+    result = CliRunner().invoke(app, ["sweep", str(empty)])
+    assert result.exit_code == 2 and "missing key 'name'" in result.output and "Traceback" not in result.output
+
+    train(tiny(max_batches=10), tmp_path / "run", progress=False)
+    result = CliRunner().invoke(app, ["train", "--run-dir", str(tmp_path / "run"), "--lr", "0.01", "--no-progress"])
+    assert result.exit_code == 2 and "holds a run of a different config" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_wandb_ids_follow_the_run_directory_not_the_budget(tmp_path):
+    a = wandb_run_id(tiny(max_batches=10), tmp_path / "a")
+    assert a == wandb_run_id(tiny(max_batches=99), tmp_path / "a")  # an extended run continues its W&B run
+    assert a != wandb_run_id(tiny(max_batches=10), tmp_path / "b")  # same config elsewhere: another run
+    assert "." not in a
+
+
+def test_progress_counts_this_sweeps_own_workers_and_estimates_from_measured_runs(tmp_path):
+    config = tiny(max_batches=100)
+    statuses = [RunStatus(config, tmp_path / "a", "running", 0, 0.0),
+                RunStatus(config, tmp_path / "b", "pending", 0, 0.0)]
+    assert summary(statuses, 2, {"stack": [0.5]}).startswith("0 finished, 1 running, 0 failed, 1 to go")
+    assert estimate_seconds_left(statuses, 2, {"stack": [0.5]}) == pytest.approx(200 * 0.5 / 2)
+    data = {"name": "x", "defaults": {"model": {"memory_width": 4, "embedding": 4}},
+            "grid": [{"tasks": ["reversal"], "models": ["stack"], "hidden": [8]}]}
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    run_dir = tmp_path / "runs" / sweep.runs()[0].run_id()
+    assert [s.state for s in sweep_status(sweep, tmp_path / "runs", active={run_dir})] == ["running"]
+
+
+def test_run_directories_of_an_older_id_scheme_are_adopted(tmp_path):
+    from pipeline.sweep.grid import adopt_renamed_runs
+
+    data = {"name": "x", "defaults": {"model": {"memory_width": 4, "embedding": 4}},
+            "grid": [{"tasks": ["reversal"], "models": ["stack"], "hidden": [8]}]}
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    run = sweep.runs()[0]
+    old = tmp_path / "runs" / "reversal-stack-h8-lr0.001-s0-0ldhash0"
+    old.mkdir(parents=True)
+    (old / "config.yaml").write_text(yaml.safe_dump(to_dict(run)))
+    (tmp_path / "runs" / "unrelated").mkdir()
+    assert adopt_renamed_runs(sweep, tmp_path / "runs") == [(old.name, run.run_id())]
+    assert (tmp_path / "runs" / run.run_id() / "config.yaml").is_file() and (tmp_path / "runs" / "unrelated").is_dir()
