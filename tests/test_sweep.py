@@ -40,6 +40,7 @@ def profile(tmp_path, name="tiny", models=("lstm1", "stack"), tasks=("reversal",
     return path
 
 
+@pytest.mark.slow  # 35 runs, ~3 minutes: `make test-slow`; test_a_small_grid_is_reported_... is the quick one
 def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
     sweep = load_sweep(REPO / "configs" / "smoke.yaml")
     runs = tmp_path / "runs"
@@ -71,6 +72,7 @@ def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
     assert before == {d.name: (d / "results.json").stat().st_mtime for d in runs.iterdir() if d.is_dir()}
 
 
+@pytest.mark.slow  # the quick SIGKILL test is tests/test_faults.py's
 def test_killed_sweep_rerun_loses_nothing(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack", "queue"), max_batches=60)
     sweep = load_sweep(path)
@@ -100,6 +102,19 @@ def test_killed_sweep_rerun_loses_nothing(tmp_path):
         with open(s.run_dir / "metrics.csv") as f:
             steps = [int(r["step"]) for r in csv.DictReader(f)]
         assert steps == sorted(set(steps)) and steps[-1] == 60 and 10 in steps
+
+
+def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
+    path = profile(tmp_path, models=("lstm1", "stack"), tasks=("copy", "reversal"), max_batches=10)
+    sweep = load_sweep(path)
+    assert [s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)] == ["finished"] * 4
+    readme = write_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest")
+    with open(tmp_path / "out" / "table3.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(TABLE3_COLUMNS) and len(rows) == 4
+    for r in rows:
+        assert abs(float(r["diff_test_coarse"]) - (float(r["test_coarse"]) - float(r["paper_test_coarse"]))) < 1e-9
+    assert "4 finished" in readme.read_text() and (tmp_path / "out" / "convergence_copy.png").is_file()
 
 
 @pytest.mark.parametrize("edit, message", [
