@@ -78,13 +78,14 @@ def make_model(name: str, hidden: int) -> nn.Module:
 class TrainingStep:
     """One training batch of a model, exactly as the training loop does it."""
 
-    def __init__(self, name: str, hidden: int, steps: int, seed: int = 0) -> None:
+    def __init__(self, name: str, hidden: int, steps: int, seed: int = 0, device: str = "cpu") -> None:
         torch.manual_seed(seed)
-        self.model = make_model(name, hidden)
+        self.device = torch.device(device)
+        self.model = make_model(name, hidden).to(self.device)
         self.optimizer = torch.optim.RMSprop(self.model.parameters(), lr=1e-3, alpha=0.9)
         gen = torch.Generator().manual_seed(seed)
-        self.inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen)
-        self.targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen)
+        self.inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen).to(self.device)
+        self.targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen).to(self.device)
 
     def __call__(self) -> None:
         logits = self.model(self.inputs)
@@ -93,6 +94,8 @@ class TrainingStep:
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
+        if self.device.type == "cuda":  # time the work, not its queueing
+            torch.cuda.synchronize(self.device)
 
 
 @dataclass
@@ -105,10 +108,10 @@ class Measurement:
     peak_mb: float
 
 
-def time_batches(rounds: int, echo=print) -> dict[tuple[str, int, int], float]:
+def time_batches(rounds: int, echo=print, device: str = "cpu") -> dict[tuple[str, int, int], float]:
     """Median milliseconds per training batch of every (model, hidden, steps), rotating round by round."""
     configs = [(name, hidden, steps) for hidden in HIDDEN for steps in STEPS for name in TIMED]
-    steps_of = {config: TrainingStep(*config) for config in configs}
+    steps_of = {config: TrainingStep(*config, device=device) for config in configs}
     for config, step in steps_of.items():  # warm-up: first-call allocations, lazy initialisation
         step()
     times: dict[tuple, list[float]] = {config: [] for config in configs}
@@ -152,7 +155,18 @@ def peak_memory_mb(name: str, hidden: int, steps: int) -> float:
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_mb"]
 
 
-def evaluation_speed(echo=print) -> list[dict]:
+def cuda_peak_memory_mb(name: str, hidden: int, steps: int, device: str = "cuda") -> float:
+    """On a GPU: the peak of allocated device memory over two training batches, above what the model holds."""
+    step = TrainingStep(name, hidden, steps, device=device)
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    step()
+    step()
+    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
+
+
+def evaluation_speed(echo=print, device: str = "cpu") -> list[dict]:
     """Sequences per second evaluating the 1000 cached copy test-length sequences, hidden 256."""
     from pipeline.data.cache import load_eval_set
     from pipeline.data.encoding import JointVocabulary
@@ -164,9 +178,9 @@ def evaluation_speed(echo=print) -> list[dict]:
     rows = []
     for name in BENCH_MODELS:
         torch.manual_seed(0)
-        model = build_model(ModelConfig(name=name, hidden=256), vocab.input_size, vocab.output_size)
+        model = build_model(ModelConfig(name=name, hidden=256), vocab.input_size, vocab.output_size).to(device)
         start = time.perf_counter()
-        evaluate(model, pairs, vocab)
+        evaluate(model, pairs, vocab)  # follows the model's device
         seconds = time.perf_counter() - start
         rows.append({"model": name, "hidden": 256, "sequences": len(pairs), "seconds": round(seconds, 2),
                      "sequences_per_s": round(len(pairs) / seconds, 1)})
@@ -175,35 +189,45 @@ def evaluation_speed(echo=print) -> list[dict]:
 
 
 def run_benchmark(rounds: int = DEFAULT_ROUNDS, out_dir: Path | None = None, echo=print,
-                  command: str = "make bench") -> dict:
+                  command: str = "make bench", device: str = "cpu") -> dict:
+    """Time and memory of every model on ``device`` ("cpu", or "cuda" where there is one): ``bench.{md,json}``
+    for the CPU, ``bench-cuda.{md,json}`` for a GPU, so neither overwrites the other."""
     from pipeline.paths import REPORTS_DIR
 
     if rounds < 7:
         raise ValueError(f"rounds must be at least 7 (the median of at least 7 rounds), got {rounds}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device (a CPU-only torch build, or "
+                         "no GPU): install a CUDA build of torch 2.13.0 as the README's GPU section says")
     configure_cpu_process()  # as a training process does
     made_by = provenance(command)  # the code that runs, before this run's own reports change the working tree
     started = time.perf_counter()
     echo(f"timing {len(HIDDEN) * len(STEPS) * len(TIMED)} configurations, {rounds} rounds")
-    medians = time_batches(rounds, echo)
-    echo("peak memory, one fresh process per configuration")
+    medians = time_batches(rounds, echo, device)
+    echo("peak memory" + (", one fresh process per configuration" if device == "cpu" else " on the GPU"))
     rows = []
     for (name, hidden, steps), ms in medians.items():
+        peak = peak_memory_mb(name, hidden, steps) if device == "cpu" else cuda_peak_memory_mb(name, hidden, steps)
         rows.append(Measurement(name, hidden, steps, round(ms, 2), round(ms / medians[(YARDSTICK, hidden, steps)], 3),
-                                round(peak_memory_mb(name, hidden, steps), 1)))
+                                round(peak, 1)))
     echo("evaluation speed")
-    evaluation = evaluation_speed(echo)
+    evaluation = evaluation_speed(echo, device)
     result = {
         "measurements": [asdict(r) for r in rows],
         "evaluation": evaluation,
         "targets": check_targets(rows),
         "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "threads": 1,
-                    "cuda": torch.cuda.is_available()},
+                    "cuda": torch.cuda.is_available(), "device": device,
+                    "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None},
         "seconds": round(time.perf_counter() - started, 1),
         "rounds": rounds,
     }
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
-    atomic_write_text(out_dir / "bench.json", json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    atomic_write_text(out_dir / "bench.md", bench_markdown(result, made_by))
+    stem = "bench" if device == "cpu" else "bench-cuda"
+    atomic_write_text(out_dir / f"{stem}.json", json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+    atomic_write_text(out_dir / f"{stem}.md", bench_markdown(result, made_by))
     return result
 
 

@@ -308,12 +308,17 @@ def bench(
     rounds: int = typer.Option(None, "--rounds", callback=_at_least(7), show_default=False,
                                help="Timing rounds, at least 7 (the median is reported) [default: 11]."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark
 
-    command = "transduce bench" + (f" --rounds {rounds}" if rounds else "") + (f" --out {out}" if out else "")
-    result = run_benchmark(rounds or DEFAULT_ROUNDS, out, echo=typer.echo, command=command)
+    command = ("transduce bench" + (f" --rounds {rounds}" if rounds else "") + (f" --out {out}" if out else "")
+               + (f" --device {device}" if device != "cpu" else ""))
+    try:
+        result = run_benchmark(rounds or DEFAULT_ROUNDS, out, echo=typer.echo, command=command, device=device)
+    except ValueError as error:
+        _fail(error)
     for check in result["targets"]:
         typer.echo(f"{'met' if check['met'] else 'NOT MET'}: {check['what']} = {check['measured']:g} "
                    f"(limit {check['limit']:g})")

@@ -32,7 +32,28 @@ from pipeline.tasks import SPLITS, TASK_NAMES
 from pipeline.files import atomic_write_text, read_complete_rows
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
-COLORS = dict(zip(MODEL_NAMES, ("#9ecae1", "#6baed6", "#3182bd", "#08519c", "#d62728", "#2ca02c", "#ff7f0e")))
+# One look per architecture throughout a report: colour, dash and marker together, so that models whose curves
+# coincide (several at 0, or at 1) stay distinguishable where one line lies on another.
+STYLES = {
+    "lstm1": dict(color="#9ecae1", ls=(0, (1, 1)), marker="v"),
+    "lstm2": dict(color="#6baed6", ls=(0, (3, 1, 1, 1)), marker="^"),
+    "lstm4": dict(color="#3182bd", ls=(0, (5, 2)), marker="<"),
+    "lstm8": dict(color="#08519c", ls=(0, (8, 2, 1, 2)), marker=">"),
+    "stack": dict(color="#d62728", ls="-", marker="o"),
+    "queue": dict(color="#2ca02c", ls=(0, (6, 3)), marker="s"),
+    "deque": dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"),
+}
+OFFSET_STEP = 0.01  # vertical shift between consecutive models' curves (stated on the figure)
+_FALLBACK_COLORS = ("#7f7f7f", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+
+
+def model_style(model: str) -> dict:
+    """The plotting style of ``model``; a model without one (a newly registered architecture) gets a grey-ish
+    colour of its own rather than an error."""
+    if model in STYLES:
+        return STYLES[model]
+    index = sum(map(ord, model)) % len(_FALLBACK_COLORS)
+    return dict(color=_FALLBACK_COLORS[index], ls="-", marker="x")
 TASK_TITLES = {"copy": "Sequence copying", "reversal": "Sequence reversal", "bigram_flip": "Bigram flipping",
                "svo_sov": "SVO to SOV", "gender": "Gender conjugation"}
 TABLE3_COLUMNS = (
@@ -147,7 +168,7 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path)
     titles = [f"{TASK_TITLES[task]}: coarse accuracy, {lengths}"
               for lengths in ("training lengths (8–64)", "test lengths (65–128)")]
     return _two_panels(_in_model_order(selected, task), out, curves, titles, "batches", "coarse accuracy",
-                       marker="o", markersize=3)
+                       markersize=4)
 
 
 def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
@@ -175,10 +196,16 @@ def _two_panels(part: pd.DataFrame, out: Path, curves, titles, xlabel: str, ylab
     if part.empty:
         return False
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for r in part.itertuples():
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    count = len(part)
+    for k, r in enumerate(part.itertuples()):
+        look = model_style(r.model)
+        offset = (k - (count - 1) / 2) * OFFSET_STEP
         for ax, (x, y) in zip(axes, curves(r)):
-            ax.plot(x, y, label=DISPLAY_NAMES[r.model], color=COLORS[r.model], **style)
+            n = max(1, len(x))
+            ax.plot(x, y + offset, label=DISPLAY_NAMES.get(r.model, r.model), color=look["color"], ls=look["ls"],
+                    marker=look["marker"], markevery=max(1, n // 12), markersize=style.get("markersize", 5), lw=1.5,
+                    alpha=0.9)
     for ax, title in zip(axes, titles):
         if decorate is not None:
             decorate(ax)
@@ -186,9 +213,12 @@ def _two_panels(part: pd.DataFrame, out: Path, curves, titles, xlabel: str, ylab
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(ylabel)
-    axes[0].set_ylim(-0.02, 1.02)
+    axes[0].set_ylim(-0.06, 1.06)
+    if count > 1:
+        fig.text(0.5, 0.005, f"Curves are shifted vertically by up to ±{(count - 1) / 2 * OFFSET_STEP:.3f} so that "
+                 "equal values stay visible.", ha="center", fontsize=8, color="#555555")
     axes[1].legend(loc="best", fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return True

@@ -1,0 +1,50 @@
+"""The CUDA path: training, evaluation and the benchmark on a GPU. Skipped where torch sees no CUDA device (this
+project's CPU machines and CI); run on a GPU machine with `pytest -m cuda`."""
+
+import pytest
+import torch
+
+from pipeline.config import ModelConfig, RunConfig, from_dict
+from pipeline.models import build_model
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+@pytest.mark.parametrize("name", ["lstm1", "stack", "deque"])
+def test_a_run_trains_and_evaluates_on_the_gpu(tmp_path, name):
+    from pipeline.training.run import evaluate_run, train
+
+    config = from_dict(RunConfig, {"task": "reversal", "model": {"name": name, "hidden": 16, "memory_width": 8,
+                                                                 "embedding": 8},
+                                   "training": {"max_batches": 20, "eval_every": 10, "eval_size": 10,
+                                                "test_eval_size": 10, "final_eval_size": 10,
+                                                "perplexity_every": 10},
+                                   "tracking": {"wandb": "off"}})
+    results = train(config, tmp_path / "run", progress=False, accelerator="cuda")
+    assert results["batches"] == 20 and 0 <= results["test_fine"] <= 1
+    again = evaluate_run(tmp_path / "run", splits=("test",))
+    assert again["test"]["n"] == 1000
+
+
+@pytest.mark.parametrize("name", ["stack", "queue", "deque"])
+def test_fused_equals_reference_on_the_gpu(name):
+    torch.manual_seed(0)
+    ref = build_model(ModelConfig(name=name, hidden=32, memory_width=8, implementation="reference"), 20, 10).cuda()
+    fused = build_model(ModelConfig(name=name, hidden=32, memory_width=8), 20, 10).cuda()
+    fused.load_state_dict(ref.state_dict())
+    inputs = torch.randint(1, 20, (4, 30), device="cuda")
+    lengths = torch.tensor([30, 25, 12, 30], device="cuda")
+    assert torch.allclose(ref(inputs, lengths), fused(inputs, lengths), atol=1e-4)
+
+
+def test_the_benchmark_step_runs_on_the_gpu():
+    from pipeline.bench import TrainingStep, cuda_peak_memory_mb
+
+    TrainingStep("stack", 64, 20, device="cuda")()
+    assert cuda_peak_memory_mb("stack", 64, 20) > 0
