@@ -147,6 +147,8 @@ def train(
                                             help="auto (a GPU when there is one), cpu or cuda."),
     restart: bool = typer.Option(False, "--restart", help="Train the run again from batch 0, replacing its log, "
                                                           "checkpoints and results."),
+    reopen: bool = typer.Option(False, "--reopen", help="Continue a run that stopped early (pruned, converged, "
+                                                        "plateau) from its last checkpoint, up to --max-batches."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Train one model on one task; rerun the same command to resume after an interruption."""
@@ -160,7 +162,8 @@ def train(
             config, task=task and task.value, model=model and model.value, hidden=hidden, lr=lr,
             max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
             wandb=wandb)
-        results = train_run(run_config, run_dir, progress=progress, restart=restart, accelerator=accelerator.value)
+        results = train_run(run_config, run_dir, progress=progress, restart=restart, reopen=reopen,
+                            accelerator=accelerator.value)
     except ConfigError as error:
         _fail(error)
     typer.echo(json.dumps(results, indent=2))
@@ -230,6 +233,7 @@ def sweep(
                                 help="Local runs at a time (default: the profile's, else the CPU cores)."),
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    retry_pruned: bool = typer.Option(False, "--retry-pruned", help="Continue pruned runs from their checkpoints."),
     status: bool = typer.Option(False, "--status", help="Only print where the sweep stands."),
     partition: str = typer.Option(None, "--partition", help="SLURM partition (default: the profile's)."),
     time_min: int = typer.Option(None, "--time", callback=_at_least(1),
@@ -251,9 +255,10 @@ def sweep(
         return
     if executor is Executor.slurm:
         submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
-                     array_parallelism=array_parallelism, wait=wait, echo=typer.echo)
+                     array_parallelism=array_parallelism, wait=wait, echo=typer.echo, retry_pruned=retry_pruned)
     else:
-        _exit_if_unfinished(run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo))
+        _exit_if_unfinished(run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo,
+                                      retry_pruned=retry_pruned))
 
 
 def _exit_if_unfinished(statuses) -> None:

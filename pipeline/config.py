@@ -87,6 +87,14 @@ class TrainingConfig:
     checkpoint_every: int = 500  # "last" checkpoint for resuming after a crash
     early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
     early_stop_coarse: float = 1.0  # ... or at least this (a study that only asks "when did it learn" uses 0.99)
+    # Trained to convergence: stop once training perplexity has not improved by more than plateau_tolerance
+    # (relative) for plateau_patience evaluations in a row (0: off).
+    plateau_patience: int = 0
+    plateau_tolerance: float = 0.01
+    # Pruning: at each batch listed, stop the run (as "pruned", not failed) if its training perplexity is still above
+    # prune_ratio × its first window's. pipeline/training/stopping.py states the rules.
+    prune_at: tuple[int, ...] = ()
+    prune_ratio: float = 0.5
 
     def validate(self, path: str) -> None:
         _positive(f"{path}.lr", self.lr)
@@ -103,6 +111,17 @@ class TrainingConfig:
                                   f"{getattr(self, key)!r}")
         if self.seed < 0:
             raise ConfigError(f"{path}.seed must be >= 0, got {self.seed!r}")
+        for key in ("plateau_patience",):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{path}.{key} must be >= 0 (0 turns it off), got {getattr(self, key)!r}")
+        for key in ("plateau_tolerance", "prune_ratio"):
+            if not 0 < getattr(self, key) < 1:
+                raise ConfigError(f"{path}.{key} must lie in (0, 1), got {getattr(self, key)!r}")
+        for i, batch in enumerate(self.prune_at):
+            if not 0 < batch < self.max_batches or batch % self.perplexity_every:
+                raise ConfigError(f"{path}.prune_at[{i}] must be a multiple of perplexity_every "
+                                  f"({self.perplexity_every}) between 0 and max_batches ({self.max_batches}), "
+                                  f"got {batch!r}")
         if not 0 < self.early_stop_coarse <= 1:
             raise ConfigError(f"{path}.early_stop_coarse must lie in (0, 1], got {self.early_stop_coarse!r}")
         if self.early_stop_patience < 0:

@@ -19,12 +19,12 @@ def default_workers(sweep: SweepConfig) -> int:
     return sweep.workers or os.cpu_count() or 1
 
 
-def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool) -> list[Path]:
+def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retry_pruned: bool = False) -> list[Path]:
     """Fill the evaluation-set cache for the grid's tasks (once, here, rather than in every worker), write every
     run's config.yaml (checking a directory is not another config's; a raised budget is recorded, and the run
-    extended) and list the runs to execute."""
+    extended) and list the runs to execute (``retry_pruned``: pruned runs are reopened and continue)."""
     from pipeline.data.cache import generate_eval_sets
-    from pipeline.training.run import claim_run_directory
+    from pipeline.training.run import claim_run_directory, reopen_run
 
     generate_eval_sets(sorted({run.task for run in sweep.runs()}))
     adopt_renamed_runs(sweep, runs_root)
@@ -32,6 +32,9 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool) -> l
     for status in sweep_status(sweep, runs_root):
         if status.state != "running":  # a running run's worker owns its config until it ends
             claim_run_directory(status.config, status.run_dir)
+        if status.state == "pruned" and retry_pruned:
+            reopen_run(status.run_dir)
+            todo.append(status.run_dir)
         if status.state in ("pending", "interrupted") or (status.state == "failed" and retry_failed):
             (status.run_dir / "failed.json").unlink(missing_ok=True)
             todo.append(status.run_dir)

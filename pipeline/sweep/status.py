@@ -2,9 +2,11 @@
 
 A run is
 
-* **finished** once ``results.json`` exists and covers the run's budget (it trained ``max_batches`` or stopped
-  early): never trained again. A finished run whose budget was raised since is *interrupted* again: it resumes
-  from its last checkpoint up to the new budget;
+* **finished** once ``results.json`` exists and covers the run's budget (it trained ``max_batches``, or converged:
+  see :mod:`pipeline.training.stopping`): never trained again. A run that hit its budget, whose budget was raised
+  since, is *interrupted* again: it resumes from its last checkpoint up to the new budget;
+* **pruned** when it was stopped on its initial plateau by the profile's pruning rule: done, not failed;
+  ``retry_pruned`` continues it;
 * **failed** when ``failed.json`` exists (an exception or a NaN loss, with the traceback): left alone unless
   ``retry_failed``; the sweep goes on with the other runs;
 * **running** while a worker holds its lock (:mod:`pipeline.sweep.locks`);
@@ -23,9 +25,10 @@ from pipeline.config import RunConfig, SweepConfig
 from pipeline.paths import RUNS_DIR
 from pipeline.sweep.locks import is_locked, lock_owner
 from pipeline.files import read_complete_rows
-from pipeline.training.results import results_cover
+from pipeline.training.results import results_cover, stop_reason
 
-STATES = ("finished", "failed", "running", "interrupted", "pending")
+STATES = ("finished", "pruned", "failed", "running", "interrupted", "pending")
+DONE = ("finished", "pruned")  # nothing left to train
 
 
 def sweep_root(sweep: SweepConfig, runs_root: Path | None = None) -> Path:
@@ -42,14 +45,16 @@ class RunStatus:
 
     @property
     def batches_left(self) -> int:
-        return 0 if self.state in ("finished", "failed") else self.config.training.max_batches - self.batches_done
+        return 0 if self.state in (*DONE, "failed") else self.config.training.max_batches - self.batches_done
 
 
 def run_state(run_dir: Path, config: RunConfig | None = None) -> str:
     """One of :data:`STATES`, read off the run directory (``config``: the budget the sweep asks of it now)."""
-    results = run_dir / "results.json"
-    if results.exists() and results_cover(json.loads(results.read_text()), config):
-        return "finished"
+    results_file = run_dir / "results.json"
+    if results_file.exists():
+        results = json.loads(results_file.read_text())
+        if results_cover(results, config):
+            return "pruned" if stop_reason(results) == "pruned" else "finished"
     if is_locked(run_dir):
         return "running"
     if (run_dir / "failed.json").exists():
@@ -89,6 +94,8 @@ def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[fl
     counts = Counter(s.state for s in statuses)
     to_go = counts["interrupted"] + counts["pending"]
     line = f"{counts['finished']} finished, {counts['running']} running, {counts['failed']} failed, {to_go} to go"
+    if counts["pruned"]:
+        line = f"{counts['finished']} finished, {counts['pruned']} pruned, " + line.split(", ", 1)[1]
     eta = estimate_seconds_left(statuses, workers, measured)
     if counts["running"] + to_go:
         line += "; time left: estimating" if eta is None else f"; at most ~{_duration(eta)} left"
@@ -104,7 +111,7 @@ def estimate_seconds_left(statuses: list[RunStatus], workers: int,
     for s in statuses:
         if s.config.model.name in (measured or {}):
             continue
-        if s.state == "finished":
+        if s.state in DONE:
             r = json.loads((s.run_dir / "results.json").read_text())
             rate = (r["train_seconds"] + r["eval_seconds"]) / max(1, r["batches"])
         elif s.batches_done and s.seconds:
@@ -123,10 +130,11 @@ def estimate_seconds_left(statuses: list[RunStatus], workers: int,
 
 
 def unfinished(statuses: list[RunStatus]) -> list[str]:
-    """One line per run that is not finished, saying why: what a sweep prints before exiting non-zero."""
+    """One line per run that is not done (finished or pruned), saying why: what a sweep prints before exiting
+    non-zero."""
     lines = []
     for s in statuses:
-        if s.state == "finished":
+        if s.state in DONE:
             continue
         if s.state == "failed":
             why = "failed: " + json.loads((s.run_dir / "failed.json").read_text())["error"].splitlines()[0]

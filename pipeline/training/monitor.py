@@ -7,8 +7,8 @@
   stack pushes on the source and pops on the target; one used as an extra recurrent layer does not); the
   checkpoint with the best training-length accuracy is kept as ``best.ckpt`` (training accuracy can collapse
   after converging, so the last checkpoint is not necessarily the one to report);
-* early stop once training coarse accuracy has been at least ``early_stop_coarse`` (1.0 by default) for
-  ``early_stop_patience`` evaluations in a row;
+* the stopping rules of :mod:`pipeline.training.stopping`: converged (training coarse held), plateau (training
+  perplexity no longer improving), pruned (still on the initial plateau at a pruning checkpoint);
 * at the end of the run: the last (partial) perplexity window and an evaluation, if the last batch had none;
 * every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash,
   and ``timings.csv`` (the wall-clock seconds at every logged step, kept out of ``metrics.csv``).
@@ -29,7 +29,9 @@ from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
 from pipeline.tasks import Pair, Task
 from pipeline.files import atomic_write_text
+from pipeline.training.stopping import plateau_stall, should_prune
 
+REOPEN_MARKER = ".reopen"  # in a run directory: continue the run although its checkpoint says it stopped
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
 
@@ -50,7 +52,10 @@ class TrainingMonitor(L.Callback):
         self.best: dict | None = None  # {"step", "train_coarse", "train_fine", "train_perplexity"}
         self.perfect_streak = 0
         self.elapsed = 0.0  # wall seconds of training, summed over restarts
-        self.stopped_early = False
+        self.stop_reason: str | None = None  # "converged", "plateau" or "pruned" once stopped early (stopping.py)
+        self.first_perplexity = math.nan  # the first window's: what pruning compares with
+        self.best_perplexity = math.nan  # the best window so far, and evaluations since it improved
+        self.plateau_stall = 0
         self.last_eval_step = -1
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self._since = time.monotonic()
@@ -69,13 +74,25 @@ class TrainingMonitor(L.Callback):
         self._tick()
         return dict(window_nll=self.window_nll, window_tokens=self.window_tokens,
                     last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
-                    elapsed=self.elapsed, stopped_early=self.stopped_early, last_eval_step=self.last_eval_step,
-                    timings=list(self.timings))
+                    elapsed=self.elapsed, stop_reason=self.stop_reason, first_perplexity=self.first_perplexity,
+                    best_perplexity=self.best_perplexity, plateau_stall=self.plateau_stall,
+                    last_eval_step=self.last_eval_step, timings=list(self.timings))
 
     def load_state_dict(self, state: dict) -> None:
+        state = dict(state)
+        if state.pop("stopped_early", False) and not state.get("stop_reason"):  # checkpoints before stop reasons
+            state["stop_reason"] = "converged"
         for key, value in state.items():
             setattr(self, key, value)
+        reopen = self.run_dir / REOPEN_MARKER
+        if reopen.exists():  # a pruned or converged run continued on purpose: its stop no longer holds
+            self.stop_reason, self.perfect_streak, self.plateau_stall = None, 0, 0
+            reopen.unlink()
         self._since = time.monotonic()
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.stop_reason is not None
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -86,7 +103,7 @@ class TrainingMonitor(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, module) -> None:
         self._since = time.monotonic()
-        if self.stopped_early:  # resumed after the run had already stopped: nothing left to train
+        if self.stop_reason is not None:  # resumed after the run had already stopped: nothing left to train
             trainer.should_stop = True
 
     def on_train_batch_end(self, trainer: L.Trainer, module, outputs: dict, batch, batch_idx: int) -> None:
@@ -97,6 +114,8 @@ class TrainingMonitor(L.Callback):
         metrics = {}
         if step % t.perplexity_every == 0:
             metrics.update(self._close_window(module))
+            if should_prune(step, t.prune_at, t.prune_ratio, self.first_perplexity, self.last_perplexity):
+                self._stop(trainer, "pruned")
         if step % t.eval_every == 0:
             metrics.update(self._evaluate(trainer, module, step))
         self._log(trainer, metrics, step)
@@ -121,6 +140,8 @@ class TrainingMonitor(L.Callback):
         """The average training perplexity of the batches since the last window closed."""
         self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
         self.window_nll, self.window_tokens = 0.0, 0
+        if math.isnan(self.first_perplexity):
+            self.first_perplexity = self.last_perplexity
         if progress_bar:  # Lightning allows self.log in batch hooks only
             module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
         return {"train/perplexity": self.last_perplexity}
@@ -160,10 +181,18 @@ class TrainingMonitor(L.Callback):
             trainer.save_checkpoint(self.best_path, weights_only=True)
 
         self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
+        self.best_perplexity, self.plateau_stall = plateau_stall(self.best_perplexity, self.plateau_stall,
+                                                                 self.last_perplexity, t.plateau_tolerance)
         if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
-            self.stopped_early = True
-            trainer.should_stop = True
+            self._stop(trainer, "converged")
+        elif t.plateau_patience and self.plateau_stall >= t.plateau_patience:
+            self._stop(trainer, "plateau")
         return metrics
+
+    def _stop(self, trainer: L.Trainer, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        trainer.should_stop = True
 
     def save_last(self, trainer: L.Trainer) -> None:
         for logger in trainer.loggers:

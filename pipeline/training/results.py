@@ -9,4 +9,12 @@ def results_cover(results: dict, config) -> bool:
     budget, or stopped early (converged). A budget raised since means the run is to be extended."""
     if config is None:
         return True
-    return results["batches"] >= config.training.max_batches or bool(results.get("stopped_early"))
+    return results["batches"] >= config.training.max_batches or stop_reason(results) != "budget"
+
+
+def stop_reason(results: dict) -> str:
+    """Why a finished run stopped (see pipeline.training.stopping); results written before stop reasons existed
+    say only whether they stopped early, which then meant converged."""
+    if "stop_reason" in results:
+        return results["stop_reason"]
+    return "converged" if results.get("stopped_early") else "budget"

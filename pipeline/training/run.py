@@ -37,8 +37,8 @@ from pipeline.runtime import configure_cpu_process
 from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
-from pipeline.training.results import results_cover
-from pipeline.training.monitor import TrainingMonitor
+from pipeline.training.results import results_cover, stop_reason
+from pipeline.training.monitor import REOPEN_MARKER, TrainingMonitor
 
 EVAL_SPLITS = ("train", "test", "long")
 ACCELERATORS = ("auto", "cpu", "cuda")
@@ -137,13 +137,14 @@ def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, re
 
 
 def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | None = None,
-          progress: bool = True, restart: bool = False, accelerator: str = "auto") -> dict:
+          progress: bool = True, restart: bool = False, reopen: bool = False, accelerator: str = "auto") -> dict:
     """Train (or resume, or extend, or just return the results of) the run described by ``config``.
 
     A run directory whose results cover ``config`` (it trained ``max_batches``, or stopped early) returns them. One
     whose budget was raised since is extended: its results are kept as ``results.<batches>.json`` and training
-    resumes from ``last.ckpt``. A directory that has logged batches but lost ``last.ckpt`` is refused unless
-    ``restart``, which trains the run again from batch 0 (its metrics, checkpoints and results are replaced)."""
+    resumes from ``last.ckpt``. A run that stopped early (pruned, converged, plateau) is continued only with
+    ``reopen``. A directory that has logged batches but lost ``last.ckpt`` is refused unless ``restart``, which
+    trains the run again from batch 0 (its metrics, checkpoints and results are replaced)."""
     config.validate()
     if accelerator not in ACCELERATORS:
         raise ConfigError(f"accelerator must be one of {', '.join(ACCELERATORS)}; got {accelerator!r}")
@@ -154,9 +155,12 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     results_file = run_dir / "results.json"
     if results_file.exists():
         stored = json.loads(results_file.read_text())
-        if results_cover(stored, config):
+        if reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches:
+            reopen_run(run_dir)
+        elif results_cover(stored, config):
             return stored
-        results_file.rename(run_dir / f"results.{stored['batches']}.json")  # extended: keep what it reported
+        else:
+            archive_results(run_dir)  # extended: keep what it reported
     commits = record_commit(run_dir)
     configure_cpu_process()
 
@@ -184,7 +188,20 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     return results
 
 
-RUN_OUTPUTS = ("metrics.csv", "timings.csv", "results.json", "failed.json", "accuracy_by_length.csv")
+def archive_results(run_dir: Path) -> None:
+    """Keep a finished run's results as ``results.<batches>.json``: the run is to train further."""
+    stored = json.loads((run_dir / "results.json").read_text())
+    (run_dir / "results.json").rename(run_dir / f"results.{stored['batches']}.json")
+
+
+def reopen_run(run_dir: Path) -> None:
+    """Continue a run that stopped early (pruned, converged, plateau) from its last checkpoint: its results are
+    archived and its checkpointed stop is lifted when it resumes."""
+    atomic_write_text(run_dir / REOPEN_MARKER, "")
+    archive_results(run_dir)
+
+
+RUN_OUTPUTS = ("metrics.csv", "timings.csv", "results.json", "failed.json", "accuracy_by_length.csv", REOPEN_MARKER)
 
 
 def clear_run(run_dir: Path) -> None:
@@ -243,6 +260,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "seed": config.training.seed,
         "batches": batches,
         "stopped_early": monitor.stopped_early,
+        "stop_reason": monitor.stop_reason or "budget",
         "train_seconds": round(monitor.elapsed, 1),
         "eval_seconds": round(time.monotonic() - started, 1),
         "selected_step": monitor.best["step"] if monitor.best else batches,

@@ -1,0 +1,67 @@
+"""When a run stops before its budget, and why: the rules a profile states, as pure functions the tests call.
+
+A run ends for one of :data:`STOP_REASONS`:
+
+* ``converged``: training coarse accuracy has been at least ``early_stop_coarse`` (1.0) for ``early_stop_patience``
+  evaluations in a row;
+* ``plateau``: its training perplexity has not improved on its best by more than ``plateau_tolerance`` (relative)
+  for ``plateau_patience`` evaluations in a row: trained to convergence, whatever its accuracy;
+* ``pruned``: at one of the batches listed in ``prune_at``, its training perplexity was still above
+  ``prune_ratio`` × its first window's: still on the initial plateau, so the budget goes to runs that are learning.
+  A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
+* ``budget``: it trained ``max_batches``.
+
+Only the training perplexity and training-length accuracy decide (the paper's own criteria, §4.4–5): test-length
+numbers never stop, prune or select anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+STOP_REASONS = ("budget", "converged", "plateau", "pruned")
+EARLY_REASONS = ("converged", "plateau", "pruned")  # stopped before the budget
+
+
+def should_prune(step: int, prune_at: Sequence[int], ratio: float, first_perplexity: float,
+                 perplexity: float) -> bool:
+    """At a pruning checkpoint, whether the run is still on its initial plateau: perplexity above ``ratio`` times
+    its first window's. A NaN perplexity is never pruned here (a NaN loss fails the run instead)."""
+    if step not in prune_at or math.isnan(first_perplexity) or math.isnan(perplexity):
+        return False
+    return perplexity > ratio * first_perplexity
+
+
+def plateau_stall(best: float, stall: int, perplexity: float, tolerance: float) -> tuple[float, int]:
+    """Update (best perplexity so far, evaluations without an improvement of more than ``tolerance``) with a new
+    perplexity."""
+    if math.isnan(perplexity):
+        return best, stall + 1
+    if math.isnan(best) or perplexity < best * (1 - tolerance):
+        return perplexity, 0
+    return min(best, perplexity), stall + 1
+
+
+def still_improving(perplexities: Sequence[float], window: int = 5, tolerance: float = 0.01) -> bool:
+    """Whether a run's training perplexity was still falling at its end: the last value more than ``tolerance``
+    (relative) below the one ``window`` windows earlier. What makes a run that hit its cap *budget-limited*."""
+    values = [p for p in perplexities if not math.isnan(p)]
+    if len(values) <= window:
+        return len(values) >= 2 and values[-1] < values[0] * (1 - tolerance)
+    return values[-1] < values[-1 - window] * (1 - tolerance)
+
+
+def describe(training) -> str:
+    """The stopping rules of a run's training config, in one sentence (for reports and profiles)."""
+    parts = [f"budget {training.max_batches:,} batches"]
+    if training.early_stop_patience:
+        parts.append(f"converged once training coarse >= {training.early_stop_coarse:g} for "
+                     f"{training.early_stop_patience} evaluations")
+    if training.plateau_patience:
+        parts.append(f"plateau once training perplexity has not improved by {training.plateau_tolerance:.0%} for "
+                     f"{training.plateau_patience} evaluations")
+    if training.prune_at:
+        parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
+                     f"> {training.prune_ratio:g} × its first window's")
+    return "; ".join(parts)

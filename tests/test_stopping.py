@@ -1,0 +1,100 @@
+"""The stopping rules (pruning, plateau, budget-limited) as pure functions and on the real loop: a pruned run is
+recorded as pruned, not failed, ends its sweep successfully and can be continued."""
+
+import math
+
+import pytest
+import yaml
+
+from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.sweep import load_sweep, run_local, sweep_status
+from pipeline.training.run import train
+from pipeline.training.stopping import describe, plateau_stall, should_prune, still_improving
+
+NAN = math.nan
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+@pytest.mark.parametrize("step, first, now, pruned", [
+    (2000, 128.0, 120.0, True),    # still on the uniform plateau
+    (2000, 128.0, 64.0, False),    # exactly half: not above the ratio
+    (2000, 128.0, 47.0, False),    # left the plateau (the DeQue seed of the training notes)
+    (1900, 128.0, 120.0, False),   # not a pruning checkpoint
+    (2000, NAN, 120.0, False),     # no first window yet
+    (2000, 128.0, NAN, False),     # a NaN loss fails a run; pruning never decides on it
+])
+def test_should_prune(step, first, now, pruned):
+    assert should_prune(step, (2000, 4000), 0.5, first, now) is pruned
+
+
+def test_plateau_stall_counts_evaluations_without_a_real_improvement():
+    best, stall = NAN, 0
+    history = []
+    for ppl in [100.0, 50.0, 49.9, 49.8, 40.0, 40.0, NAN]:
+        best, stall = plateau_stall(best, stall, ppl, tolerance=0.01)
+        history.append((best, stall))
+    assert history == [(100.0, 0), (50.0, 0), (49.9, 1), (49.8, 2), (40.0, 0), (40.0, 1), (40.0, 2)]
+
+
+def test_still_improving_looks_at_the_last_windows():
+    assert still_improving([30, 25, 20, 18, 16, 14, 12.0])
+    assert not still_improving([30, 10, 5.0, 5.0, 5.0, 5.0, 5.0, 4.99])
+    assert not still_improving([NAN])
+    assert still_improving([10.0, NAN, 8.0])
+
+
+def test_prune_checkpoints_are_validated():
+    with pytest.raises(ConfigError, match=r"training.prune_at\[0\] must be a multiple of perplexity_every \(100\)"):
+        from_dict(RunConfig, {"training": {"prune_at": [150]}})
+    with pytest.raises(ConfigError, match=r"training.prune_at\[0\] .* between 0 and max_batches \(1000\)"):
+        from_dict(RunConfig, {"training": {"prune_at": [2000], "max_batches": 1000}})
+    with pytest.raises(ConfigError, match=r"training.prune_ratio must lie in \(0, 1\), got 1.5"):
+        from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
+    text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
+    assert "pruned at batch 2,000 if training perplexity > 0.5 × its first window's" in text
+    assert "plateau once training perplexity has not improved by 1% for 3 evaluations" in text
+
+
+def tiny_profile(tmp_path, **training):
+    settings = dict(max_batches=40, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
+                    final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
+    settings.update(training)
+    data = {"name": "pruning", "workers": 1,
+            "defaults": {"model": {"memory_width": 4, "embedding": 4}, "training": settings,
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["reversal"], "models": ["stack"], "hidden": [8]}]}
+    path = tmp_path / "pruning.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_sweep(path)
+
+
+def test_a_run_on_its_plateau_is_pruned_and_can_be_continued(tmp_path):
+    # 20 batches of a tiny Stack-LSTM stay near the uniform perplexity: a ratio of 0.1 prunes it at batch 20
+    sweep = tiny_profile(tmp_path, prune_at=[20], prune_ratio=0.1)
+    (status,) = run_local(sweep, tmp_path / "runs", echo=lambda _: None)
+    assert status.state == "pruned" and status.batches_done == 20
+    results = (status.run_dir / "results.json").read_text()
+    assert '"stop_reason": "pruned"' in results
+    # a rerun leaves it alone (pruned is done, not failed)...
+    (again,) = run_local(sweep, tmp_path / "runs", echo=lambda _: None)
+    assert again.state == "pruned" and (again.run_dir / "results.json").read_text() == results
+    # ...and --retry-pruned continues it from its checkpoint; it is pruned at no earlier checkpoint again
+    (more,) = run_local(sweep, tmp_path / "runs", echo=lambda _: None, retry_pruned=True)
+    assert more.state == "finished" and more.batches_done == 40
+    assert (more.run_dir / "results.20.json").is_file()
+
+
+def test_a_run_that_stops_improving_ends_as_plateau(tmp_path):
+    config = from_dict(RunConfig, {"task": "reversal", "model": {"name": "lstm1", "hidden": 8, "embedding": 4},
+                                   "training": dict(max_batches=200, perplexity_every=10, eval_every=10, eval_size=10,
+                                                    test_eval_size=10, final_eval_size=10, lr=1e-9,
+                                                    early_stop_patience=0, plateau_patience=2,
+                                                    plateau_tolerance=0.5),
+                                   "tracking": {"wandb": "off"}})
+    results = train(config, tmp_path / "run", progress=False)
+    assert results["stop_reason"] == "plateau" and results["batches"] == 30  # best at 10, no 50% gain at 20, 30
+    assert [s.state for s in sweep_status(tiny_profile(tmp_path), tmp_path / "none")] == ["pending"]
