@@ -196,7 +196,7 @@ def params(
 ) -> None:
     """Trainable parameters of every (model, hidden) beside the paper's Table 2."""
     from pipeline.provenance import provenance
-    from pipeline.reports.tables import parameter_table, table2_markdown
+    from pipeline.reports.table2 import parameter_table, table2_markdown
 
     table = parameter_table()
     markdown = table2_markdown(table, provenance("transduce params" + (f" --output {output}" if output else "")))

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from pipeline.config import ConfigError
-from pipeline.reports.build import TABLE3_COLUMNS, write_report
+from pipeline.reports.build import write_report
+from pipeline.reports.table3 import TABLE3_COLUMNS
 from pipeline.sweep import load_sweep, run_local, submit_slurm, sweep_status
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,10 +112,17 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     readme = write_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest")
     with open(tmp_path / "out" / "table3.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == list(TABLE3_COLUMNS) and len(rows) == 4
-    for r in rows:
+    assert list(rows[0]) == list(TABLE3_COLUMNS) and len(rows) == 35  # every cell of the paper's Table 3
+    ours = [r for r in rows if r["in_profile"] == "True"]
+    assert len(ours) == 4 and all(r["verdict"] for r in ours)
+    assert all(r["verdict"] == "" and r["run_id"] == "" for r in rows if r["in_profile"] == "False")
+    for r in ours:
         assert abs(float(r["diff_test_coarse"]) - (float(r["test_coarse"]) - float(r["paper_test_coarse"]))) < 1e-9
-    assert "4 finished" in readme.read_text() and (tmp_path / "out" / "convergence_copy.png").is_file()
+        assert r["runs"] == "1" and r["seeds_at_selected"] == "1"
+    text = readme.read_text()
+    assert text.splitlines()[2].startswith("**") and "31 not in this profile" in text.splitlines()[2]
+    assert "4 finished" in text and (tmp_path / "out" / "convergence_copy.png").is_file()
+    assert (tmp_path / "out" / "all_runs.csv").read_text().count("\n") == 5
 
 
 @pytest.mark.parametrize("edit, message", [

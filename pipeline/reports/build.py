@@ -2,16 +2,15 @@
 
 ``reports/<profile>/`` receives
 
-* ``table3.md`` / ``table3.csv``: per task and architecture, the selected run's training and test coarse/fine
-  accuracy beside the paper's Table 3 and the difference;
+* ``table3.md`` / ``table3.csv``: all 35 cells of the paper's Table 3: the selected run's accuracies beside the
+  paper's, the seeds behind it, and a verdict with its evidence (:mod:`pipeline.reports.table3`);
+* ``all_runs.csv``: every run of the profile, selected or not;
 * ``table2.md``: parameter counts beside the paper's Table 2;
-* ``convergence_<task>.png``: accuracy against batches, one line per architecture (Figure 2b);
+* ``convergence_<task>.png``: accuracy against batches, the selected run per architecture strong and the
+  others faint (Figure 2b);
 * ``length_<task>.png``: accuracy against source length (training lengths, test lengths and beyond);
-* ``README.md``: what the profile ran, how runs were selected, what is missing, and what made the report.
-
-Model selection follows §5: for each task and architecture, among its finished runs (learning rates, hidden
-sizes, seeds), the one with the best (lowest) average training perplexity, taken over the 100 batches before the
-checkpoint that the run reports.
+* ``README.md``: the verdict count first, then what the profile ran, each cell's verdict and evidence, the
+  figures, and what made the report.
 """
 
 from __future__ import annotations
@@ -25,13 +24,13 @@ import pandas as pd
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
 from pipeline.models import DISPLAY_NAMES
 from pipeline.provenance import provenance
-from pipeline.reports.published import table3 as published_table3
-from pipeline.reports.tables import parameter_table, table2_markdown
-from pipeline.sweep import STATES, sweep_root, sweep_status
+from pipeline.reports.table2 import parameter_table, table2_markdown
+from pipeline.reports.table3 import all_runs, select_models, summary_line, table3, table3_markdown
+from pipeline.sweep import DONE, STATES, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES
 from pipeline.files import atomic_write_text, read_complete_rows
+from pipeline.training.stopping import describe
 
-METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 # One look per architecture throughout a report: colour, dash and marker together, so that models whose curves
 # coincide (several at 0, or at 1) stay distinguishable where one line lies on another.
 STYLES = {
@@ -56,78 +55,6 @@ def model_style(model: str) -> dict:
     return dict(color=_FALLBACK_COLORS[index], ls="-", marker="x")
 TASK_TITLES = {"copy": "Sequence copying", "reversal": "Sequence reversal", "bigram_flip": "Bigram flipping",
                "svo_sov": "SVO to SOV", "gender": "Gender conjugation"}
-TABLE3_COLUMNS = (
-    ["task", "model", "hidden", "lr", "seed", "batches", "train_perplexity", *METRICS]
-    + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS] + ["run_id", "commit"]
-)
-
-
-def finished_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
-    """One row per finished run of the profile's grid: its results.json."""
-    rows = []
-    for status in sweep_status(sweep, runs_root):
-        if status.state == "finished":
-            rows.append(json.loads((status.run_dir / "results.json").read_text()))
-    return pd.DataFrame(rows)
-
-
-def select_models(runs: pd.DataFrame) -> pd.DataFrame:
-    """§5: per (task, model), the run with the lowest average training perplexity."""
-    if runs.empty:
-        return runs
-    ranked = runs.dropna(subset=["train_perplexity"]).sort_values(["train_perplexity", "run_id"])
-    return ranked.groupby(["task", "model"], as_index=False, sort=False).first()
-
-
-def table3(selected: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
-    """Our selected runs beside the paper's Table 3, one row per (task, model) of the grid, in the paper's order."""
-    paper = published_table3().set_index(["task", "model"])
-    cells = {(run.task, run.model.name) for run in sweep.runs()}
-    ours = selected.set_index(["task", "model"]) if not selected.empty else None
-    rows = []
-    for task in TASK_NAMES:
-        for model in MODEL_NAMES:
-            if (task, model) not in cells:
-                continue
-            row: dict = {"task": task, "model": model}
-            if ours is not None and (task, model) in ours.index:
-                r = ours.loc[(task, model)]
-                row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "train_perplexity", *METRICS,
-                                               "run_id", "commit")})
-            for m in METRICS:
-                row[f"paper_{m}"] = paper.loc[(task, model), m]
-                row[f"diff_{m}"] = row[m] - row[f"paper_{m}"] if m in row else None
-            rows.append(row)
-    return pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
-
-
-def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str) -> str:
-    lines = [
-        "# Table 3: training and test accuracy of the selected models",
-        "",
-        header,
-        "",
-        f"Each cell: **ours** · paper · difference (ours − paper). Training = {eval_sizes} training-length",
-        "sequences (source 8–64), test = as many test-length sequences (source 65–128), from the fixed cached sets.",
-        "Selected run per task and architecture: lowest average training perplexity (§5).",
-    ]
-    for task in TASK_NAMES:
-        part = table[table.task == task]
-        if part.empty:
-            continue
-        lines += ["", f"## {TASK_TITLES[task]}", "",
-                  "| model | train coarse | train fine | test coarse | test fine | selected run |",
-                  "|---|---|---|---|---|---|"]
-        for r in part.itertuples():
-            cells = []
-            for m in METRICS:
-                ours, paper, diff = getattr(r, m), getattr(r, f"paper_{m}"), getattr(r, f"diff_{m}")
-                cells.append(f"— · {paper:.2f} · —" if pd.isna(ours) else f"**{ours:.2f}** · {paper:.2f} · {diff:+.2f}")
-            chosen = ("no finished run" if pd.isna(r.run_id) else
-                      f"h{int(r.hidden)}, lr {r.lr:g}, seed {int(r.seed)}, {int(r.batches)} batches")
-            lines.append(f"| {DISPLAY_NAMES[r.model]} | " + " | ".join(cells) + f" | {chosen} |")
-    return "\n".join(lines) + "\n"
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Figures.
@@ -157,18 +84,25 @@ def _in_model_order(selected: pd.DataFrame, task: str) -> pd.DataFrame:
     return part.sort_values("model", key=lambda col: col.map(MODEL_NAMES.index))
 
 
-def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
-    """Coarse accuracy against batches on training-length and test-length sequences (Figure 2b)."""
+def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
+                       runs: pd.DataFrame | None = None) -> bool:
+    """Coarse accuracy against batches on training-length and test-length sequences (Figure 2b): the selected run
+    of each architecture strong, every other run of the profile in that cell faint, so the seeds' spread shows."""
 
     def curves(r):
-        frame = _metrics(root / r.run_id)
-        evals = frame.dropna(subset=["train/coarse"]) if "train/coarse" in frame else frame.iloc[0:0]
+        path = root / r.run_id / "metrics.csv"
+        frame = _metrics(root / r.run_id) if path.exists() else pd.DataFrame()
+        evals = frame.dropna(subset=["train/coarse"]) if "train/coarse" in frame else pd.DataFrame(
+            columns=["step", "train/coarse", "test/coarse"])
         return [(evals["step"], evals[column]) for column in ("train/coarse", "test/coarse")]
 
+    others = None
+    if runs is not None and not runs.empty:
+        others = runs[(runs.task == task) & ~runs.run_id.isin(set(selected.run_id) if not selected.empty else set())]
     titles = [f"{TASK_TITLES[task]}: coarse accuracy, {lengths}"
               for lengths in ("training lengths (8–64)", "test lengths (65–128)")]
     return _two_panels(_in_model_order(selected, task), out, curves, titles, "batches", "coarse accuracy",
-                       markersize=4)
+                       markersize=4, faint=others)
 
 
 def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
@@ -190,7 +124,7 @@ def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> b
 
 
 def _two_panels(part: pd.DataFrame, out: Path, curves, titles, xlabel: str, ylabel: str, decorate=None,
-                **style) -> bool:
+                faint: pd.DataFrame | None = None, **style) -> bool:
     """Two side-by-side accuracy panels, one line per selected run (``curves(run)`` gives its (x, y) per panel),
     one colour per architecture throughout the report. False (and no file) when there is nothing to draw."""
     if part.empty:
@@ -198,6 +132,9 @@ def _two_panels(part: pd.DataFrame, out: Path, curves, titles, xlabel: str, ylab
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     count = len(part)
+    for r in (faint.itertuples() if faint is not None else ()):  # the other runs: thin, no marker, no label
+        for ax, (x, y) in zip(axes, curves(r)):
+            ax.plot(x, y, color=model_style(r.model)["color"], lw=0.8, alpha=0.3, zorder=1)
     for k, r in enumerate(part.itertuples()):
         look = model_style(r.model)
         offset = (k - (count - 1) / 2) * OFFSET_STEP
@@ -261,55 +198,80 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
 
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                  out_dir: Path | None = None, command: str | None = None) -> Path:
-    """Write ``reports/<profile>/`` from the profile's finished runs. Returns the README's path."""
+    """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path."""
     from pipeline.paths import REPORTS_DIR
 
     root = sweep_root(sweep, runs_root)
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / sweep.name
     out_dir.mkdir(parents=True, exist_ok=True)
     header = provenance(command) + (f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`)."
-                                    " Run commits are listed per run in `table3.csv`.")
+                                    " Run commits are listed per run in `all_runs.csv`.")
 
     statuses = sweep_status(sweep, runs_root)
-    finished = finished_runs(sweep, runs_root)
-    selected = select_models(finished)
-    table = table3(selected, sweep)
+    runs = all_runs(sweep, runs_root)
+    atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
+    selected = select_models(runs)
+    table = table3(runs, sweep)
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
-    sizes = sorted({int(n) for n in selected["eval_sizes"].map(lambda d: d["test"])}) if not selected.empty else []
-    atomic_write_text(out_dir / "table3.md", table3_markdown(table, header, " or ".join(map(str, sizes)) or "1000"))
+    finished = [json.loads((s.run_dir / "results.json").read_text()) for s in statuses if s.state in DONE]
+    sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
+    atomic_write_text(out_dir / "table3.md", table3_markdown(table, header, " or ".join(map(str, sizes)) or "1000",
+                                                            TASK_TITLES))
     atomic_write_text(out_dir / "table2.md", table2_markdown(parameter_table(), header))
 
     figures = []
     for task in TASK_NAMES:
-        for kind, draw in (("convergence", convergence_figure), ("length", length_figure)):
-            path = out_dir / f"{kind}_{task}.png"
-            if draw(task, selected, root, path):
-                figures.append((task, kind, path.name))
+        path = out_dir / f"convergence_{task}.png"
+        if convergence_figure(task, selected, root, path, runs[runs.state.isin(DONE)]):
+            figures.append((task, "convergence", path.name))
+        path = out_dir / f"length_{task}.png"
+        if length_figure(task, selected, root, path):
+            figures.append((task, "length", path.name))
 
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     failed = [s for s in statuses if s.state == "failed"]
-    missing = [f"{r.task} / {DISPLAY_NAMES[r.model]}" for r in table.itertuples() if pd.isna(r.run_id)]
-    lines = [f"# Report: profile `{sweep.name}`", "", header, "", sweep.description.strip(), "",
-             "## Runs", "",
+    lines = [f"# Report: profile `{sweep.name}`", "", f"**{summary_line(table)}**", "", header, "",
+             sweep.description.strip(), "", "## Runs", "",
              f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
              f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "",
-             _compute_line(finished, sweep)]
+             _compute_line(pd.DataFrame(finished), sweep), "",
+             "Stopping rules of the grid's runs: " + "; ".join(
+                 sorted({f"*{describe(run.training)}*" for run in sweep.runs()})) + ".",
+             "Every run, selected or not, with its settings, state, stop reason and numbers: "
+             "[all_runs.csv](all_runs.csv)."]
     if failed:
         lines += ["", "Failed runs (see `failed.json` in each):", ""]
         lines += [f"- `{s.run_dir.name}`: {json.loads((s.run_dir / 'failed.json').read_text())['error']}"
                   for s in failed]
-    if missing:
-        lines += ["", "Cells of the grid without a finished run (marked — in Table 3): " + "; ".join(missing) + "."]
-    lines += ["", "## Tables", "", "- [Table 3: accuracies beside the paper's](table3.md) ([CSV](table3.csv))",
-              "- [Table 2: parameter counts](table2.md)", "", "## Figures", ""]
+    lines += ["", "## Table 3, cell by cell", "",
+              "Each cell's verdict and the evidence it rests on; the full table with every value beside the paper's is "
+              "[table3.md](table3.md) ([CSV](table3.csv)).", "",
+              "| task | model | test coarse (ours · paper) | seeds: test coarse | runs tried / learned / pruned | "
+              "verdict | evidence |", "|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        name = f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} |"
+        if not r.in_profile:
+            lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | | not in this profile | |")
+        elif pd.isna(r.run_id):
+            lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | {r.runs} / {r.learned} / {r.pruned} | "
+                         "no finished run | |")
+        else:
+            sd = "—" if pd.isna(r.test_coarse_std) else f"{r.test_coarse_std:.2f}"
+            lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
+                         f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
+                         f"**{r.verdict}** | {r.evidence} |")
+    lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
+              "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",
+              ""]
     for task, kind, name in figures:
         title = "coarse accuracy against batches" if kind == "convergence" else "accuracy against source length"
         lines += [f"### {TASK_TITLES[task]}: {title}", "", f"![{task} {kind}]({name})", ""]
     lines += ["## How runs were selected", "",
-              "For each task and architecture, among its finished runs, the one with the lowest average training",
-              "perplexity over the 100 batches before the checkpoint it reports (§5). Within a run, the reported",
-              "checkpoint is the one with the best coarse (then fine) accuracy on fresh training-length sequences,",
-              "evaluated every `eval_every` batches; test-length sequences never influence any choice.", ""]
+              "For each task and architecture, among its done runs (finished or pruned), the one with the lowest",
+              "average training perplexity over the 100 batches before the checkpoint it reports (§5); runs without a",
+              "finite perplexity are never selected. Within a run, the reported checkpoint is the one with the best",
+              "coarse (then fine) accuracy on fresh training-length sequences, evaluated every `eval_every` batches;",
+              "test-length sequences never influence any choice, stop or pruning.", ""]
     readme = out_dir / "README.md"
     atomic_write_text(readme, "\n".join(lines))
     return readme

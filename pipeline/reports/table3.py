@@ -1,0 +1,230 @@
+"""Table 3 from a profile's runs: the §5-selected run per cell, the seeds behind it, and a verdict per cell.
+
+* **Every run** (:func:`all_runs`): one row per run of the grid, finished or not, with its settings, state, why it
+  stopped, its numbers and whether its training perplexity was still falling when it ended.
+* **Selection** (:func:`select_models`, paper §5): per (task, model), among runs that are done (finished or pruned),
+  the one with the lowest average training perplexity. Runs without a finite perplexity are never selected.
+* **Per cell** (:func:`table3`): the selected run's four accuracies beside the paper's; runs tried / done / learned
+  (training coarse >= 0.99) / pruned; mean ± standard deviation of test coarse over the done seeds of the selected
+  run's setting (everything but the seed: learning rate, hidden size and any other choice); the median batches at which runs converged; and a **verdict**
+  (:func:`verdict`).
+
+Only training numbers choose anything here. Test-length numbers are reported, never used to select or stop.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from pipeline.config import MODEL_NAMES, SweepConfig, config_hash
+from pipeline.files import read_complete_rows
+from pipeline.models import DISPLAY_NAMES
+from pipeline.reports.published import table3 as published_table3
+from pipeline.sweep import DONE, sweep_status
+from pipeline.tasks import TASK_NAMES
+from pipeline.training.results import stop_reason
+from pipeline.training.run import run_identity
+from pipeline.training.stopping import still_improving
+
+METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
+LEARNED_COARSE = 0.99  # a run whose selected checkpoint reaches this training coarse accuracy has learned its task
+TOLERANCE = 0.05  # a value within this of the paper's agrees with it
+VERDICTS = ("reproduced", "better", "budget-limited", "disagrees at convergence")
+RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
+               "train_perplexity", *METRICS, "learned", "still_improving", "run_id", "commit"]
+TABLE3_COLUMNS = (
+    ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
+    + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
+    + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
+       "median_batches_to_converge", "verdict", "evidence", "run_id", "commit"]
+)
+
+
+def perplexities(run_dir: Path) -> list[float]:
+    """The training perplexity windows a run logged, in order."""
+    metrics = run_dir / "metrics.csv"
+    if not metrics.exists():
+        return []
+    _, rows = read_complete_rows(metrics)
+    return [float(r["train/perplexity"]) for r in rows if r.get("train/perplexity") not in (None, "")]
+
+
+def setting_of(run) -> str:
+    """A short hash of everything about a run but its seed and budget: runs with one setting are seeds of it."""
+    identity = run_identity(run)
+    identity["training"] = {k: v for k, v in identity["training"].items() if k != "seed"}
+    return config_hash(identity, length=6)
+
+
+def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
+    """Every run of the grid (see :data:`RUN_COLUMNS`); numbers are NaN for runs that are not done."""
+    rows = []
+    for status in sweep_status(sweep, runs_root):
+        run = status.config
+        row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
+                   seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
+                   state=status.state,
+                   batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
+                   **{m: math.nan for m in METRICS}, learned=False,
+                   still_improving=still_improving(perplexities(status.run_dir)), run_id=run.run_id(), commit="")
+        if status.state in DONE:
+            results = json.loads((status.run_dir / "results.json").read_text())
+            row.update(batches=results["batches"], stop_reason=stop_reason(results),
+                       train_perplexity=results["train_perplexity"], commit=results.get("commit", ""),
+                       **{m: results[m] for m in METRICS})
+            row["learned"] = results["train_coarse"] >= LEARNED_COARSE
+        rows.append(row)
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def select_models(runs: pd.DataFrame) -> pd.DataFrame:
+    """§5: per (task, model), the done run with the lowest average training perplexity (NaN never selected)."""
+    if runs.empty:
+        return runs
+    done = runs[runs.state.isin(DONE)] if "state" in runs else runs
+    perplexity = pd.to_numeric(done.train_perplexity, errors="coerce")
+    finite = done[perplexity.abs() < math.inf]  # NaN and ±inf never selected
+    ranked = finite.sort_values(["train_perplexity", "run_id"])
+    return ranked.groupby(["task", "model"], as_index=False, sort=False).first()
+
+
+def verdict(ours: dict, paper: dict, stop: str | None, improving: bool) -> str:
+    """One of :data:`VERDICTS` for a cell's selected run:
+
+    * **reproduced**: all four values within :data:`TOLERANCE` of the paper's;
+    * **better**: none more than the tolerance below the paper's, at least one more than it above;
+    * **budget-limited**: otherwise, if the run hit its batch cap with its training perplexity still falling;
+    * **disagrees at convergence**: otherwise: the run converged, plateaued, was pruned on its plateau, or hit
+      its cap with a flat perplexity, and its numbers differ from the paper's.
+    """
+    diffs = [ours[m] - paper[m] for m in METRICS]
+    if all(abs(d) <= TOLERANCE + 1e-9 for d in diffs):
+        return "reproduced"
+    if all(d >= -TOLERANCE - 1e-9 for d in diffs):
+        return "better"
+    if stop == "budget" and improving:
+        return "budget-limited"
+    return "disagrees at convergence"
+
+
+def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
+    """Why the selected run ended where it did, in a few words: what a verdict rests on."""
+    pruned = int((cell.state == "pruned").sum())
+    stop = selected.stop_reason
+    ppl = f"training perplexity {selected.train_perplexity:.4g}"
+    if stop == "pruned":
+        text = f"pruned on its plateau at batch {int(selected.batches):,} ({ppl})"
+    elif stop == "converged":
+        text = f"converged (training coarse held) at batch {int(selected.batches):,}, {ppl}"
+    elif stop == "plateau":
+        text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
+    else:
+        trend = "still falling" if selected.still_improving else "flat over its last windows"
+        text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
+    if pruned:
+        text += f"; {pruned} of {len(cell)} runs pruned"
+    return text
+
+
+def table3(runs: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
+    """One row per cell of the paper's Table 3 (all 35), in the paper's order; cells outside the profile say so."""
+    paper = published_table3().set_index(["task", "model"])
+    selected = select_models(runs)
+    chosen = selected.set_index(["task", "model"]) if not selected.empty else None
+    cells = {(run.task, run.model.name) for run in sweep.runs()}
+    rows = []
+    for task in TASK_NAMES:
+        for model in MODEL_NAMES:
+            row: dict = {"task": task, "model": model, "in_profile": (task, model) in cells}
+            for m in METRICS:
+                row[f"paper_{m}"] = paper.loc[(task, model), m]
+            cell = runs[(runs.task == task) & (runs.model == model)] if not runs.empty else runs
+            if row["in_profile"]:
+                done = cell[cell.state.isin(DONE)]
+                converged = done[done.stop_reason.isin(("converged", "plateau"))]
+                row.update(runs=len(cell), done=len(done), learned=int(done.learned.sum()),
+                           pruned=int((cell.state == "pruned").sum()),
+                           median_batches_to_converge=float(converged.batches.median()) if len(converged) else None)
+            if chosen is not None and (task, model) in chosen.index:
+                r = chosen.loc[(task, model)]
+                row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity",
+                                               *METRICS, "run_id", "commit")})
+                for m in METRICS:
+                    row[f"diff_{m}"] = r[m] - row[f"paper_{m}"]
+                seeds = done[done.setting == r.setting]
+                row.update(seeds_at_selected=len(seeds), test_coarse_mean=seeds.test_coarse.mean(),
+                           test_coarse_std=seeds.test_coarse.std(ddof=1) if len(seeds) > 1 else math.nan,
+                           verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
+                                           r.stop_reason, bool(r.still_improving)),
+                           evidence=evidence(r, cell))
+            rows.append(row)
+    out = pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
+    for column in ("hidden", "seed", "batches", "runs", "done", "learned", "pruned", "seeds_at_selected"):
+        out[column] = out[column].astype("Int64")  # counts stay integers beside the cells that have none
+    return out
+
+
+def summary_line(table: pd.DataFrame) -> str:
+    """'N of 35 cells reproduced, M better, K budget-limited, J disagree at convergence' (+ what is missing)."""
+    counts = {v: int((table.verdict == v).sum()) for v in VERDICTS}
+    line = (f"{counts['reproduced']} of {len(table)} cells reproduced, {counts['better']} better, "
+            f"{counts['budget-limited']} budget-limited, {counts['disagrees at convergence']} disagree at "
+            "convergence")
+    outside = int((~table.in_profile).sum())
+    without = int((table.in_profile & table.run_id.isna()).sum())
+    extras = ([f"{outside} not in this profile"] if outside else []) + (
+        [f"{without} without a finished run"] if without else [])
+    return line + ("; " + ", ".join(extras) if extras else "") + "."
+
+
+def _value(x: float, digits: int = 2) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: dict[str, str]) -> str:
+    lines = [
+        "# Table 3: training and test accuracy of the selected models",
+        "",
+        header,
+        "",
+        summary_line(table),
+        "",
+        f"Each accuracy cell: **ours** · paper · difference (ours − paper). Training = {eval_sizes} training-length",
+        "sequences (source 8–64), test = as many test-length sequences (source 65–128), from the fixed cached sets.",
+        "Selected run per task and architecture: lowest average training perplexity (§5). *Seeds*: test coarse mean",
+        "± standard deviation over the done runs of the selected run's setting (all but the seed; n). *Runs*: tried /",
+        f"learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged at*: median batches of the runs that",
+        f"converged or plateaued. Verdicts: within {TOLERANCE} of the paper on all four values = reproduced; none",
+        f"{TOLERANCE} below and some above = better; else budget-limited (cap hit, perplexity still falling) or",
+        "disagrees at convergence (evidence in the last column).",
+    ]
+    for task in TASK_NAMES:
+        part = table[table.task == task]
+        lines += ["", f"## {titles.get(task, task)}", "",
+                  "| model | train coarse | train fine | test coarse | test fine | seeds: test coarse | runs | "
+                  "converged at | verdict | selected run | evidence |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in part.itertuples():
+            name = DISPLAY_NAMES[r.model]
+            if not r.in_profile:
+                papers = " | ".join(f"— · {getattr(r, f'paper_{m}'):.2f} · —" for m in METRICS)
+                lines.append(f"| {name} | {papers} | | | | not in this profile | | |")
+                continue
+            cells = []
+            for m in METRICS:
+                ours, paper, diff = getattr(r, m), getattr(r, f"paper_{m}"), getattr(r, f"diff_{m}")
+                cells.append(f"— · {paper:.2f} · —" if pd.isna(ours) else f"**{ours:.2f}** · {paper:.2f} · {diff:+.2f}")
+            if pd.isna(r.run_id):
+                lines.append(f"| {name} | " + " | ".join(cells) + f" | | {r.runs} / {r.learned} / {r.pruned} | | "
+                             "no finished run | | |")
+                continue
+            spread = (f"{r.test_coarse_mean:.2f} ± {_value(r.test_coarse_std)} (n={int(r.seeds_at_selected)})")
+            converged = "—" if pd.isna(r.median_batches_to_converge) else f"{r.median_batches_to_converge:,.0f}"
+            chosen = f"h{int(r.hidden)}, lr {r.lr:g}, seed {int(r.seed)}, {int(r.batches):,} batches"
+            lines.append(f"| {name} | " + " | ".join(cells) + f" | {spread} | {r.runs} / {r.learned} / {r.pruned} | "
+                         f"{converged} | **{r.verdict}** | {chosen} | {r.evidence} |")
+    return "\n".join(lines) + "\n"

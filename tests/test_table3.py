@@ -1,0 +1,75 @@
+"""Table 3's rules on a small synthetic set of runs: §5 selection (NaN perplexities never selected), seeds and
+spread per cell, and the verdict rule."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from pipeline.config import SweepConfig, from_dict
+from pipeline.reports.table3 import RUN_COLUMNS, select_models, summary_line, table3, verdict
+
+PAPER_STACK_REVERSAL = dict(train_coarse=1.0, train_fine=1.0, test_coarse=1.0, test_fine=1.0)
+
+
+def run(seed, ppl, test_coarse, lr=1e-3, state="finished", stop="converged", model="stack", task="reversal",
+        batches=1500, improving=False, train=1.0):
+    return dict(task=task, model=model, hidden=256, lr=lr, seed=seed, setting=f"lr{lr:g}", max_batches=5000,
+                state=state,
+                batches=batches, stop_reason=stop if state in ("finished", "pruned") else None, train_perplexity=ppl,
+                train_coarse=train, train_fine=train, test_coarse=test_coarse, test_fine=test_coarse,
+                learned=train >= 0.99, still_improving=improving, run_id=f"{task}-{model}-{lr:g}-s{seed}",
+                commit="abc")
+
+
+def runs(*rows):
+    return pd.DataFrame(list(rows), columns=RUN_COLUMNS)
+
+
+def test_selection_takes_the_lowest_finite_perplexity_of_done_runs():
+    table = runs(run(0, math.nan, 1.0), run(1, 1.02, 0.9), run(2, 1.01, 0.8, state="running"),
+                 run(3, 1.05, 1.0, state="pruned", stop="pruned"), run(4, float("inf"), 1.0))
+    (chosen,) = select_models(table).itertuples()
+    assert chosen.seed == 1  # seed 0 is NaN, seed 2 is not done, seed 4 is infinite
+    assert select_models(runs(run(0, math.nan, 1.0))).empty
+
+
+@pytest.mark.parametrize("ours, stop, improving, expected", [
+    ((1.0, 1.0, 0.96, 0.99), "converged", False, "reproduced"),
+    ((1.0, 1.0, 0.94, 0.99), "converged", False, "disagrees at convergence"),
+    ((0.30, 0.60, 0.10, 0.40), "budget", True, "budget-limited"),
+    ((0.30, 0.60, 0.10, 0.40), "budget", False, "disagrees at convergence"),
+    ((0.30, 0.60, 0.10, 0.40), "pruned", False, "disagrees at convergence"),
+    ((0.30, 0.60, 0.10, 0.40), "plateau", True, "disagrees at convergence"),
+])
+def test_verdict_against_a_perfect_paper_cell(ours, stop, improving, expected):
+    values = dict(zip(("train_coarse", "train_fine", "test_coarse", "test_fine"), ours))
+    assert verdict(values, PAPER_STACK_REVERSAL, stop, improving) == expected
+
+
+def test_better_needs_none_below_and_some_above():
+    paper = dict(train_coarse=0.89, train_fine=0.94, test_coarse=0.00, test_fine=0.22)  # Stack-LSTM on copy
+    ours = dict(train_coarse=1.0, train_fine=1.0, test_coarse=0.60, test_fine=0.9)
+    assert verdict(ours, paper, "converged", False) == "better"
+    assert verdict(dict(ours, test_fine=0.1), paper, "converged", False) == "disagrees at convergence"
+
+
+def test_a_cell_reports_its_seeds_spread_and_verdict():
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["reversal"], "models": ["stack"],
+                                                           "lr": [1e-3, 5e-4], "seeds": [0, 1, 2]}]})
+    table = runs(run(0, 1.01, 1.0, batches=1000), run(1, 1.02, 0.98, batches=2000),
+                 run(2, 100.0, 0.0, state="pruned", stop="pruned", train=0.0, batches=2000),
+                 run(0, 1.5, 1.0, lr=5e-4), run(1, math.nan, 0.0, lr=5e-4, state="failed"),
+                 run(2, 2.0, 0.5, lr=5e-4, state="pending"))
+    out = table3(table, sweep)
+    assert len(out) == 35
+    (cell,) = out[(out.task == "reversal") & (out.model == "stack")].itertuples()
+    assert (cell.seed, cell.lr, cell.verdict) == (0, 1e-3, "reproduced")
+    assert (cell.runs, cell.done, cell.learned, cell.pruned) == (6, 4, 3, 1)
+    assert cell.seeds_at_selected == 3  # the done runs at the selected lr, the pruned one included
+    assert cell.test_coarse_mean == pytest.approx((1.0 + 0.98 + 0.0) / 3)
+    assert cell.test_coarse_std == pytest.approx(pd.Series([1.0, 0.98, 0.0]).std())
+    assert cell.median_batches_to_converge == 1500  # the converged runs at 1000 and 2000 (lr 1e-3) and 1500
+    assert "1 of 6 runs pruned" in cell.evidence
+    assert summary_line(out) == ("1 of 35 cells reproduced, 0 better, 0 budget-limited, 0 disagree at convergence; "
+                                 "34 not in this profile.")
