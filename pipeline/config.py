@@ -289,7 +289,16 @@ def _check_partial_run_config(data: dict, path: str) -> None:
 
 
 def to_dict(config: Any) -> dict:
-    return dataclasses.asdict(config)
+    """Plain data (dicts, lists, scalars) as YAML and JSON hold it: tuples become lists."""
+    return _plain(dataclasses.asdict(config))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def config_hash(data: Any, length: int = 8) -> str:
