@@ -287,6 +287,79 @@ def report(
     typer.echo(f"wrote {write_report(config, profile, runs_dir, out)}")
 
 
+class TraceFormat(str, Enum):
+    png = "png"
+    json = "json"
+
+
+@app.command()
+def inspect(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best (the selected weights) or last."),
+    split: SplitName = typer.Option(SplitName.test, "--split", help="Cached set to take the sequence from."),
+    index: int = typer.Option(0, "--index", callback=_at_least(0), help="Which sequence of that set."),
+    source: str = typer.Option(None, "--source", help='A source given as tokens instead, e.g. "a3 a17 a5".'),
+    format: TraceFormat = typer.Option(TraceFormat.png, "--format", help="png (a figure) or json (the numbers)."),
+    out: Path = typer.Option(None, "--out", help="Output file (default: <run dir>/trace-<split>-<index>.<format>)."),
+) -> None:
+    """Draw what a trained model does with its memory on one greedily decoded sequence: push/pop, strengths and
+    read weights per step, the predictions and their errors (a deep LSTM: tokens, predictions, errors)."""
+    from pipeline.files import atomic_write_text
+    from pipeline.inspection import draw_trace, inspect_run, trace_json
+
+    try:
+        trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None)
+    except ConfigError as error:
+        _fail(error)
+    name = "source" if source is not None else f"{split.value}-{index}"
+    out = out or Path(run_dir) / f"trace-{name}.{format.value}"
+    if format is TraceFormat.json:
+        atomic_write_text(out, trace_json(trace))
+    else:
+        draw_trace(trace, out)
+    typer.echo(f"wrote {out}" + ("" if trace.ends else " (a deep LSTM: no memory to draw)"))
+
+
+class RunsFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+@app.command()
+def runs(
+    where: Path = typer.Argument(..., help="A profile (configs/cpu.yaml) or a folder of run directories."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="For a profile: where its runs are (default: runs/<name>)."),
+    task: list[TaskName] = typer.Option(None, "--task", help="Only these tasks (repeatable)."),
+    model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
+    status: list[str] = typer.Option(None, "--status", help="Only runs in these states: finished, running, failed, "
+                                                            "pruned, interrupted, not started (repeatable)."),
+    format: RunsFormat = typer.Option(RunsFormat.table, "--format", help="table, csv or json."),
+) -> None:
+    """List runs: id, task, model, hidden, lr, seed, status, batches, training perplexity, accuracies."""
+    from pipeline.runs import RUN_STATES, list_runs
+
+    for value in status or []:
+        if value not in RUN_STATES:
+            _fail(ConfigError(f"--status must be one of {', '.join(RUN_STATES)}; got {value!r}"))
+    try:
+        table = list_runs(where, runs_dir)
+    except ConfigError as error:
+        _fail(error)
+    if task:
+        table = table[table.task.isin([t.value for t in task])]
+    if model:
+        table = table[table.model.isin([m.value for m in model])]
+    if status:
+        table = table[table.status.isin(status)]
+    if format is RunsFormat.csv:
+        typer.echo(table.to_csv(index=False), nl=False)
+    elif format is RunsFormat.json:
+        typer.echo(table.to_json(orient="records", indent=1))
+    else:
+        typer.echo(table.to_string(index=False, na_rep="—") if not table.empty else "no runs")
+
+
 @app.command()
 def study(
     profile: Path = typer.Argument(Path("configs/recipe.yaml"), help="A study profile (default: the recipe study)."),

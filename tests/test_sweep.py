@@ -123,6 +123,7 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert text.splitlines()[2].startswith("**") and "31 not in this profile" in text.splitlines()[2]
     assert "4 finished" in text and (tmp_path / "out" / "convergence_copy.png").is_file()
     assert (tmp_path / "out" / "all_runs.csv").read_text().count("\n") == 5
+    assert (tmp_path / "out" / "traces" / "copy_stack.png").is_file() and "](traces/copy_stack.png)" in text
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -90,11 +90,17 @@ class ReadTrace(NamedTuple):
     cap: Tensor  # max(0, 1 - ahead[i]): the read quantity left when the walk reaches row i
 
 
-def read_forward(s: Tensor, values: Tensor, from_top: bool) -> tuple[Tensor, ReadTrace]:
-    """Read with quantity 1 from one end: ``r = sum_i w[i] V[i]`` with ``values`` (B, n, m). Returns (B, m)."""
+def read_weights(s: Tensor, from_top: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """How much of each row a read of quantity 1 from one end takes (eq. 3 / 5 / 10 / 11):
+    ``w[i] = min(s[i], max(0, 1 - ahead[i]))``. Returns (w, whether the min took s[i], the cap)."""
     cap = torch.relu(1.0 - exclusive_sum(s, from_top))
     take_strength = s <= cap
-    weights = torch.where(take_strength, s, cap)
+    return torch.where(take_strength, s, cap), take_strength, cap
+
+
+def read_forward(s: Tensor, values: Tensor, from_top: bool) -> tuple[Tensor, ReadTrace]:
+    """Read with quantity 1 from one end: ``r = sum_i w[i] V[i]`` with ``values`` (B, n, m). Returns (B, m)."""
+    weights, take_strength, cap = read_weights(s, from_top)
     r = torch.bmm(weights.unsqueeze(1), values).squeeze(1)
     return r, ReadTrace(weights, take_strength, cap)
 

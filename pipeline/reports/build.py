@@ -9,6 +9,8 @@
 * ``convergence_<task>.png``: accuracy against batches, the selected run per architecture strong and the
   others faint (Figure 2b);
 * ``length_<task>.png``: accuracy against source length (training lengths, test lengths and beyond);
+* ``traces/<task>_<model>.png``: what each selected memory model does with its memory on one test-length
+  sequence (:mod:`pipeline.inspection`);
 * ``README.md``: the verdict count first, then what the profile ran, each cell's verdict and evidence, the
   figures, and what made the report.
 """
@@ -196,6 +198,25 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
             f"{workers} worker(s).")
 
 
+TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results
+
+
+def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[str, str], str]:
+    """For each cell whose selected run is a memory model: the trace of test-length sequence ``TRACE_INDEX``, drawn
+    to ``traces/<task>_<model>.png``. Returns {(task, model): relative path}."""
+    from pipeline.inspection import draw_trace, inspect_run
+
+    out = {}
+    for r in table.itertuples():
+        if pd.isna(r.run_id) or r.model not in ("stack", "queue", "deque"):
+            continue
+        path = Path("traces") / f"{r.task}_{r.model}.png"
+        trace = inspect_run(root / r.run_id, "best", "test", TRACE_INDEX)
+        draw_trace(trace, out_dir / path)
+        out[(r.task, r.model)] = str(path)
+    return out
+
+
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                  out_dir: Path | None = None, command: str | None = None) -> Path:
     """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path."""
@@ -228,6 +249,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         if length_figure(task, selected, root, path):
             figures.append((task, "length", path.name))
 
+    traces = memory_traces(table, root, out_dir)
+
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     failed = [s for s in statuses if s.state == "failed"]
     lines = [f"# Report: profile `{sweep.name}`", "", f"**{summary_line(table)}**", "", header, "",
@@ -246,8 +269,10 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     lines += ["", "## Table 3, cell by cell", "",
               "Each cell's verdict and the evidence it rests on; the full table with every value beside the paper's is "
               "[table3.md](table3.md) ([CSV](table3.csv)).", "",
+              "Memory traces (`transduce inspect`): the selected run of each memory model decoding test-length "
+              f"sequence {TRACE_INDEX} of the cached set: push/pop, strengths and read weights per step.", "",
               "| task | model | test coarse (ours · paper) | seeds: test coarse | runs tried / learned / pruned | "
-              "verdict | evidence |", "|---|---|---|---|---|---|---|"]
+              "verdict | evidence | memory trace |", "|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         name = f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} |"
         if not r.in_profile:
@@ -257,9 +282,10 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          "no finished run | |")
         else:
             sd = "—" if pd.isna(r.test_coarse_std) else f"{r.test_coarse_std:.2f}"
+            trace = traces.get((r.task, r.model))
             lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
                          f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
-                         f"**{r.verdict}** | {r.evidence} |")
+                         f"**{r.verdict}** | {r.evidence} | " + (f"[trace]({trace})" if trace else "") + " |")
     lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
               "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",
               ""]

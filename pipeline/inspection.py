@@ -1,0 +1,258 @@
+"""What a trained model does with its memory on one sequence: ``transduce inspect RUN_DIR``.
+
+The paper's Figure 1 draws a stack's values and strengths by hand; this draws them from a trained model. One
+sequence is decoded greedily (the model reads ``<s> source <|>`` and then its own predictions), and at every step
+the memory's state is recorded as the model's own reference path computes it (:mod:`pipeline.memory`):
+
+* the token read, and from the separator on the predicted symbol, the expected one and whether it is right;
+* push ``d_t`` and pop ``u_t`` per end (the DeQue has two);
+* the strengths ``s_t[i]`` of every row (row i: the value pushed at step i; for the DeQue, rows in deque order,
+  bottom pushes below top pushes);
+* the read weights ``w_t[i]`` of eq. 3 / 5 / 10 / 11: how much of row i the read at step t takes.
+
+A model that learned to use its memory as a stack pushes on the source and pops on the target, and its reads walk
+back down the rows it pushed; one in the "recurrent layer" basin pushes little and reads its latest row. A deep LSTM
+has no memory: its trace is the tokens, predictions and errors only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from pipeline.memory.operations import read_weights
+from pipeline.tasks import Pair
+
+
+@dataclass
+class Trace:
+    """One greedily decoded sequence, step by step (every list has one entry per step)."""
+
+    run: str
+    task: str
+    model: str
+    ends: list[str]  # memory ends ("top", "bottom"), [] for a deep LSTM
+    tokens: list[str]  # the input read at each step
+    expected: list[str | None]  # from the separator on: what the output after reading tokens[t] should be
+    predicted: list[str | None]  # ... and what the model predicted there (None before the separator)
+    push: list[list[float]] = field(default_factory=list)  # d_t per end
+    pop: list[list[float]] = field(default_factory=list)  # u_t per end
+    strengths: list[list[float]] = field(default_factory=list)  # s_t over the rows present at step t
+    reads: list[dict[str, list[float]]] = field(default_factory=list)  # read weights per end, over the same rows
+    source_length: int = 0
+
+    @property
+    def correct(self) -> list[bool | None]:
+        return [None if e is None else e == p for e, p in zip(self.expected, self.predicted)]
+
+    @property
+    def fully_correct(self) -> bool:
+        return all(c is not False for c in self.correct) and len(self.correct) > 0 and self.correct[-1] is True
+
+
+def reference_target(task, source: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The task's target for ``source`` where the task can compute it from the source alone (the synthetic tasks)."""
+    transform = getattr(task, "transform", None)
+    if transform is None:
+        return None
+    import numpy as np
+
+    return tuple(int(x) for x in transform(np.asarray(source)))
+
+
+@torch.no_grad()
+def trace_sequence(module, pair: Pair | None, source: tuple[int, ...] | None = None, run: str = "") -> Trace:
+    """Greedy decoding of one sequence by ``module`` (a TransductionModule), recording the memory at every step.
+    Give ``pair`` (source and reference target) or ``source`` alone (the reference then comes from the task, where
+    it can)."""
+    model, vocab = module.model, module.vocab
+    if pair is None:
+        target = reference_target(module.task, source)
+        pair = Pair(tuple(source), target) if target is not None else None
+    src = pair.source if pair is not None else tuple(source)
+    reference = (list(pair.target) + [vocab.eos]) if pair is not None else None
+    was_training = model.training
+    model.eval()
+    memory = getattr(model, "memory", None)
+    ends = (["top", "bottom"] if memory == "deque" else ["top"]) if memory else []
+    trace = Trace(run=run, task=module.config.task, model=module.config.model.name, ends=ends, tokens=[],
+                  expected=[], predicted=[], source_length=len(src))
+    device = next(model.parameters()).device
+    budget = (len(reference) if reference is not None else 2 * len(src) + 2)
+    state = model.initial_state(1, capacity=len(src) + 2 + budget)
+
+    def read(token_id: int) -> torch.Tensor:
+        nonlocal state
+        logits, state = model.step(torch.tensor([token_id], device=device), state)
+        trace.tokens.append(vocab.input_words[token_id])
+        if memory:
+            record_memory(trace, state, memory)
+        return logits
+
+    for token in [vocab.BOS] + [vocab.source_offset + s for s in src]:
+        read(token)
+        trace.expected.append(None)
+        trace.predicted.append(None)
+    logits = read(vocab.SEP)
+    for j in range(budget):
+        predicted = int(logits.argmax(-1))
+        trace.predicted.append(vocab.output_words[predicted])
+        trace.expected.append(vocab.output_words[reference[j]] if reference is not None else None)
+        if predicted == vocab.eos or j == budget - 1:
+            break
+        logits = read(vocab.target_offset + predicted)
+    model.train(was_training)
+    return trace
+
+
+def record_memory(trace: Trace, state, memory: str) -> None:
+    """Append the memory's state after a step: signals, strengths and read weights (eq. 3 / 5 / 10 / 11)."""
+    trace.push.append([float(x) for x in state.push[0]])
+    trace.pop.append([float(x) for x in state.pop[0]])
+    s = state.memory.strengths
+    trace.strengths.append([float(x) for x in s[0]])
+    if memory == "deque":
+        reads = {"top": read_weights(s, from_top=True)[0], "bottom": read_weights(s, from_top=False)[0]}
+    else:
+        reads = {"top": read_weights(s, from_top=memory == "stack")[0]}  # a queue reads from the bottom
+    trace.reads.append({end: [float(x) for x in w[0]] for end, w in reads.items()})
+
+
+def trace_json(trace: Trace) -> str:
+    """The trace as JSON, one record per step (what a notebook wants)."""
+    steps = []
+    for t, token in enumerate(trace.tokens):
+        step = {"t": t, "token": token}
+        if t < len(trace.predicted) and trace.predicted[t] is not None:
+            step.update(predicted=trace.predicted[t], expected=trace.expected[t],
+                        correct=None if trace.expected[t] is None else trace.expected[t] == trace.predicted[t])
+        if trace.ends:
+            step.update(push=dict(zip(trace.ends, trace.push[t])), pop=dict(zip(trace.ends, trace.pop[t])),
+                        strengths=trace.strengths[t], read_weights=trace.reads[t])
+        steps.append(step)
+    meta = {k: v for k, v in asdict(trace).items() if k in ("run", "task", "model", "ends", "source_length")}
+    return json.dumps({**meta, "fully_correct": trace.fully_correct, "steps": steps}, indent=1) + "\n"
+
+
+def aligned_rows(trace: Trace, key: str, end: str | None = None):
+    """A (rows × steps) array of strengths or read weights with a fixed row per pushed value: for a Stack or Queue
+    row i is the value pushed at step i; for the DeQue the bottom pushes (latest lowest) then the top pushes."""
+    import numpy as np
+
+    steps = len(trace.tokens)
+    two = len(trace.ends) == 2
+    grid = np.full((2 * steps if two else steps, steps), np.nan)
+    for t in range(steps):
+        values = trace.strengths[t] if key == "strengths" else trace.reads[t][end]
+        offset = steps - (t + 1) if two else 0  # the deque's rows grow at both ends
+        grid[offset : offset + len(values), t] = values
+    return grid
+
+
+def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
+    """One figure: tokens and errors along the time axis; push/pop; strengths; read weights (per end)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    steps = len(trace.tokens)
+    memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.ends]) if trace.ends else []
+    heights = [1.2] + [1.4 if p == "signals" else 2.6 for p in memory_panels]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(14, sum(heights) + 1.2), sharex=True,
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    axes = axes[:, 0]
+    x = np.arange(steps)
+    separator = trace.source_length + 1
+    correct = trace.correct[:steps]
+    errors = [t for t, c in enumerate(correct) if c is False]
+
+    ax = axes[0]  # tokens: the phase as a band, each prediction's correctness as a mark
+    ax.axvspan(-0.5, separator - 0.5, color="#dddddd", lw=0)
+    ax.axvspan(separator - 0.5, steps - 0.5, color="#e8f4e8", lw=0)
+    right = [t for t, c in enumerate(correct) if c is True]
+    ax.scatter(right, [0.5] * len(right), marker="|", color="#2ca02c", s=60, label="predicted right")
+    ax.scatter(errors, [0.5] * len(errors), marker="x", color="#d62728", s=30, label="predicted wrong")
+    ax.set_yticks([])
+    ax.set_ylim(0, 1)
+    ax.text(separator / 2, 0.82, "reading the source", ha="center", fontsize=8, color="#555555")
+    ax.text((separator + steps) / 2, 0.82, "writing the target (its own predictions fed back)", ha="center",
+            fontsize=8, color="#555555")
+    ax.legend(loc="lower right", fontsize=7, ncol=2, frameon=False)
+    every = max(1, math.ceil(steps / 48))
+    ticks = list(range(0, steps, every))
+    axes[-1].set_xticks(ticks)
+    axes[-1].set_xticklabels([f"{trace.tokens[t]}" for t in ticks], rotation=90, fontsize=6)
+    axes[-1].set_xlabel("step: the token read" + (" (every token labelled)" if every == 1 else
+                                                  f" (every {every}th labelled)"))
+
+    for panel, ax in zip(memory_panels, axes[1:]):
+        if panel == "signals":
+            colors = {"top": ("#1f77b4", "#d62728"), "bottom": ("#17becf", "#ff7f0e")}
+            for e, end in enumerate(trace.ends):
+                name = f" ({end})" if len(trace.ends) == 2 else ""
+                ax.plot(x, [p[e] for p in trace.push], color=colors[end][0], lw=1, label=f"push d{name}")
+                ax.plot(x, [p[e] for p in trace.pop], color=colors[end][1], lw=1, ls="--", label=f"pop u{name}")
+            ax.set_ylim(-0.05, 1.05)
+            ax.set_ylabel("signal")
+            ax.legend(loc="upper left", fontsize=7, ncol=4, frameon=False)
+            continue
+        kind, _, end = panel.partition(":")
+        grid = aligned_rows(trace, "strengths" if kind == "strengths" else "reads", end or None)
+        cmap = "Greys" if kind == "strengths" else ("Blues" if end == "top" else "Oranges")
+        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, vmin=0, vmax=1, interpolation="nearest",
+                          extent=(-0.5, steps - 0.5, -0.5, grid.shape[0] - 0.5))
+        label = "strength s_t[i]" if kind == "strengths" else f"read weight w_t[i] ({end} read)"
+        # the colour bar sits outside the panel, so every panel keeps the same time axis
+        fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(label, fontsize=7)
+        if len(trace.ends) == 2:
+            ax.axhline(steps - 0.5, color="#888888", lw=0.5)
+            ax.set_ylabel("row (bottom pushes | top pushes)", fontsize=7)
+        else:
+            ax.set_ylabel("row i (pushed at step i)", fontsize=7)
+    for ax in axes:
+        ax.axvline(separator - 0.5, color="#555555", lw=0.8, ls=":")
+        for t in errors[:1]:  # the first error ends the coarse-correct prefix
+            ax.axvline(t, color="#d62728", lw=0.8, alpha=0.6)
+    axes[0].set_xlim(-0.5, steps - 0.5)
+    status = "whole target right" if trace.fully_correct else (
+        f"first error at target symbol {errors[0] - separator + 1}" if errors else "no reference target")
+    fig.suptitle(title or f"{trace.run}: {trace.model} on {trace.task}, source length {trace.source_length}; "
+                 f"{status}", fontsize=10)
+    if not trace.ends:
+        axes[0].set_title("a deep LSTM has no memory to draw: tokens, predictions and errors only", fontsize=8)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", index: int = 0,
+                source: list[str] | None = None, cache_dir: Path | None = None) -> Trace:
+    """Trace one sequence of a run: ``source`` tokens if given, else pair ``index`` of the cached ``split`` set."""
+    from pipeline.config import ConfigError
+    from pipeline.data.cache import load_eval_set
+    from pipeline.training.run import load_run
+
+    module = load_run(run_dir, checkpoint)
+    if source is not None:
+        words = {w: i for i, w in enumerate(module.task.source_vocab)}
+        unknown = [w for w in source if w not in words]
+        if unknown or not source:
+            raise ConfigError(f"source token {unknown[0]!r} is not in {module.config.task}'s source vocabulary "
+                              f"({', '.join(module.task.source_vocab[:5])}, ...)" if unknown else "source is empty")
+        return trace_sequence(module, None, tuple(words[w] for w in source), run=Path(run_dir).name)
+    pairs = load_eval_set(module.config.task, split, cache_dir).pairs
+    if not 0 <= index < len(pairs):
+        raise ConfigError(f"index must lie in [0, {len(pairs) - 1}] for the cached {split} set, got {index}")
+    return trace_sequence(module, pairs[index], run=Path(run_dir).name)
+
+
+__all__ = ["Trace", "draw_trace", "inspect_run", "trace_json", "trace_sequence"]

@@ -1,0 +1,132 @@
+"""`transduce inspect` and `transduce runs` on short real runs: the traces' numbers are the model's own (signals
+from its batch forward pass, strengths and read weights from the literal oracle fed the same signals), figures are
+drawn for every kind of model, and runs are listed and filtered."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import RunConfig, from_dict
+from pipeline.memory.reference import ReferenceDeQue, ReferenceQueue, ReferenceStack
+from pipeline.training.run import load_run, train
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cache_dir):
+    """A 20-batch run of every memory model and of a 1-layer LSTM, on reversal."""
+    import os
+
+    os.environ["TRANSDUCE_DATA_CACHE"] = str(cache_dir)
+    root = tmp_path_factory.mktemp("inspect-runs")
+    dirs = {}
+    for name in ("stack", "queue", "deque", "lstm1"):
+        config = from_dict(RunConfig, {"task": "reversal", "model": {"name": name, "hidden": 12, "memory_width": 6,
+                                                                     "embedding": 6},
+                                       "training": dict(max_batches=20, eval_every=10, eval_size=10,
+                                                        test_eval_size=10, final_eval_size=10, perplexity_every=10),
+                                       "tracking": {"wandb": "off"}})
+        dirs[name] = root / name
+        train(config, dirs[name], progress=False)
+    return dirs
+
+
+def oracle_strengths_and_reads(model: str, push, pop):
+    """Strengths and read weights from the literal oracle (pipeline.memory.reference) given the trace's signals:
+    every pushed value is a one-hot vector of its own, so a read returns its weights over the rows."""
+    steps = len(push)
+    two = model == "deque"
+    width = 2 * steps if two else steps
+    oracle = {"stack": ReferenceStack, "queue": ReferenceQueue, "deque": ReferenceDeQue}[model]()
+    strengths, reads = [], []
+    t64 = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+    for t in range(steps):
+        if two:
+            top, bottom = torch.zeros(width, dtype=torch.float64), torch.zeros(width, dtype=torch.float64)
+            top[steps + t], bottom[steps - 1 - t] = 1.0, 1.0  # deque order: bottom pushes, then top pushes
+            r_top, r_bot = oracle.step(top, bottom, t64(push[t]["top"]), t64(push[t]["bottom"]),
+                                       t64(pop[t]["top"]), t64(pop[t]["bottom"]))
+            rows = slice(steps - 1 - t, steps + t + 1)
+            reads.append({"top": r_top[rows].tolist(), "bottom": r_bot[rows].tolist()})
+        else:
+            value = torch.zeros(width, dtype=torch.float64)
+            value[t] = 1.0
+            r = oracle.step(value, t64(push[t]["top"]), t64(pop[t]["top"]))
+            reads.append({"top": r[: t + 1].tolist()})
+        strengths.append([float(x) for x in oracle.s[1:]])
+    return strengths, reads
+
+
+@pytest.mark.parametrize("name", ["stack", "queue", "deque"])
+def test_a_trace_holds_the_models_own_signals_and_the_memorys_state(trained, tmp_path, name):
+    out = tmp_path / "trace.json"
+    result = CliRunner().invoke(app, ["inspect", str(trained[name]), "--split", "train", "--index", "2",
+                                      "--format", "json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(out.read_text())
+    steps = trace["steps"]
+    assert steps[0]["token"] == "<s>" and steps[trace["source_length"] + 1]["token"] == "<|>"
+    ends = ["top", "bottom"] if name == "deque" else ["top"]
+    assert trace["ends"] == ends
+
+    # push and pop: what the model's batch forward pass gives for the same tokens
+    module = load_run(trained[name])
+    vocab, k = module.vocab, trace["source_length"]
+    ids = [vocab.BOS] + [vocab.source_offset + module.task.source_vocab.index(s["token"]) for s in steps[1 : k + 1]]
+    ids += [vocab.SEP] + [vocab.target_offset + module.task.target_vocab.index(s["token"]) for s in steps[k + 2 :]]
+    inputs = torch.tensor([ids])
+    d, u = module.model.memory_signals_over(inputs)
+    for e, end in enumerate(ends):
+        assert torch.allclose(torch.tensor([s["push"][end] for s in steps]), d[0, :, e], atol=1e-6)
+        assert torch.allclose(torch.tensor([s["pop"][end] for s in steps]), u[0, :, e], atol=1e-6)
+
+    # strengths and read weights: the literal oracle fed those signals
+    strengths, reads = oracle_strengths_and_reads(name, [s["push"] for s in steps], [s["pop"] for s in steps])
+    for t, step in enumerate(steps):
+        assert step["strengths"] == pytest.approx(strengths[t], abs=1e-5)
+        for end in ends:
+            assert step["read_weights"][end] == pytest.approx(reads[t][end], abs=1e-5)
+
+    # the predictions are greedy decoding's: right up to the first error exactly as the evaluation counts it
+    from pipeline.data.cache import load_eval_set
+    from pipeline.evaluation import greedy_correct_prefix
+
+    pair = load_eval_set("reversal", "train").pairs[2]
+    prefix = int(greedy_correct_prefix(module.model, [pair], module.vocab)[0])
+    marks = [s.get("correct") for s in steps if "correct" in s]
+    assert marks[:prefix] == [True] * prefix and (prefix == len(pair.target) + 1 or marks[prefix] is False)
+
+
+@pytest.mark.parametrize("name", ["stack", "deque", "lstm1"])
+def test_a_trace_figure_is_drawn_for_every_kind_of_model(trained, tmp_path, name):
+    out = tmp_path / f"{name}.png"
+    result = CliRunner().invoke(app, ["inspect", str(trained[name]), "--source", "a1 a2 a3 a4", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+    assert ("no memory to draw" in result.output) == (name == "lstm1")
+
+
+def test_inspect_refuses_bad_input_in_one_line(trained):
+    result = CliRunner().invoke(app, ["inspect", str(trained["stack"]), "--source", "a1 zz"])
+    assert result.exit_code == 2 and "source token 'zz' is not in reversal's source vocabulary" in result.output
+    result = CliRunner().invoke(app, ["inspect", str(trained["stack"]), "--index", "1000"])
+    assert result.exit_code == 2 and "index must lie in [0, 999]" in result.output
+
+
+def test_runs_lists_and_filters_a_folder(trained):
+    result = CliRunner().invoke(app, ["runs", str(next(iter(trained.values())).parent), "--format", "json"])
+    rows = json.loads(result.output)
+    assert {r["model"] for r in rows} == {"stack", "queue", "deque", "lstm1"}
+    assert all(r["status"] == "finished" and r["batches"] == 20 for r in rows)
+    result = CliRunner().invoke(app, ["runs", str(trained["stack"].parent), "--model", "deque", "--format", "csv"])
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("id,task,model,hidden,lr,seed,status,batches,train_perplexity") and len(lines) == 2
+    result = CliRunner().invoke(app, ["runs", str(trained["stack"].parent), "--status", "pruned"])
+    assert result.output.strip() == "no runs"
