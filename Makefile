@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= cpu
 
-.PHONY: venv test test-slow reproduce recipe bench clean-venv
+.PHONY: venv test test-slow lint reproduce recipe bench clean-venv
 
 # Re-install whenever pyproject.toml changes. torch is pinned exactly in pyproject.toml, so pip takes the
 # local CPU wheel instead of resolving a CUDA build.
@@ -23,6 +23,10 @@ test: venv
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow
+
+# Style and likely bugs (pycodestyle, pyflakes, import order, bugbear; line length 120): pyproject.toml [tool.ruff].
+lint: venv
+	$(BIN)/ruff check pipeline tests
 
 # data -> grid -> training -> evaluation -> reports/$(PROFILE)/. Interrupted and run again, it continues: finished
 # runs are skipped and interrupted ones resume from their checkpoints. The report is written even when some runs

@@ -30,10 +30,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.config import ModelConfig
+from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, build_model
 from pipeline.provenance import provenance
 from pipeline.runtime import configure_cpu_process
-from pipeline.files import atomic_write_text
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
 YARDSTICK = "nn.LSTM"
@@ -112,7 +112,7 @@ def time_batches(rounds: int, echo=print, device: str = "cpu") -> dict[tuple[str
     """Median milliseconds per training batch of every (model, hidden, steps), rotating round by round."""
     configs = [(name, hidden, steps) for hidden in HIDDEN for steps in STEPS for name in TIMED]
     steps_of = {config: TrainingStep(*config, device=device) for config in configs}
-    for config, step in steps_of.items():  # warm-up: first-call allocations, lazy initialisation
+    for step in steps_of.values():  # warm-up: first-call allocations, lazy initialisation
         step()
     times: dict[tuple, list[float]] = {config: [] for config in configs}
     for r in range(rounds):

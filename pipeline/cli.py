@@ -7,7 +7,6 @@ with a usage error that names the value and lists what is allowed, never a trace
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from enum import Enum

@@ -3,8 +3,15 @@
 import pytest
 import torch
 
-from pipeline.bench import TIMED, Measurement, TrainingStep, bench_markdown, check_targets, \
-    peak_memory_mb, run_benchmark
+from pipeline.bench import (
+    TIMED,
+    Measurement,
+    TrainingStep,
+    bench_markdown,
+    check_targets,
+    peak_memory_mb,
+    run_benchmark,
+)
 
 
 @pytest.mark.parametrize("name", TIMED)

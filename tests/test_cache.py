@@ -7,8 +7,17 @@ import warnings
 import numpy as np
 import pytest
 
-from pipeline.data.cache import (EVAL_SET_SIZE, GENERATOR_VERSION, CacheWarning, build_eval_set, eval_seed,
-                                 generate_eval_sets, load_eval_set, read_eval_set, set_paths)
+from pipeline.data.cache import (
+    EVAL_SET_SIZE,
+    GENERATOR_VERSION,
+    CacheWarning,
+    build_eval_set,
+    eval_seed,
+    generate_eval_sets,
+    load_eval_set,
+    read_eval_set,
+    set_paths,
+)
 from pipeline.tasks import SPLITS, TASK_NAMES, get_task
 
 

@@ -50,14 +50,14 @@ def test_collate_round_trips_and_scores_exactly_the_target_and_eos(raw):
     words = VOCAB.input_words
     assert batch.inputs.shape[1] == max(len(p.source) + len(p.target) + 2 for p in pairs)
     for row, pair in enumerate(pairs):
-        k, l = len(pair.source), len(pair.target)
+        k, n = len(pair.source), len(pair.target)
         read = [words[i] for i in batch.inputs[row, :batch.lengths[row]].tolist()]
         assert read == ["<s>", *(VOCAB.source[i] for i in pair.source), "<|>", *(VOCAB.target[j] for j in pair.target)]
         assert (batch.inputs[row, batch.lengths[row]:] == VOCAB.PAD).all()
         scored = (batch.targets[row] != IGNORE_INDEX).nonzero().flatten().tolist()
-        assert scored == list(range(k + 1, k + 2 + l))
+        assert scored == list(range(k + 1, k + 2 + n))
         assert batch.targets[row, scored].tolist() == [*pair.target, VOCAB.eos]
-        assert batch.target_lengths[row] == l + 1 and batch.source_lengths[row] == k
+        assert batch.target_lengths[row] == n + 1 and batch.source_lengths[row] == k
     # </s> is predicted but never read
     assert batch.inputs.max() < VOCAB.input_size and batch.targets.max() == VOCAB.eos
 

@@ -7,8 +7,14 @@ import torch
 
 from pipeline.config import ModelConfig
 from pipeline.data.encoding import JointVocabulary, collate
-from pipeline.evaluation import (coarse_accuracy, correct_prefix_from_logits, evaluate, fine_accuracy,
-                                 greedy_correct_prefix, memory_usage)
+from pipeline.evaluation import (
+    coarse_accuracy,
+    correct_prefix_from_logits,
+    evaluate,
+    fine_accuracy,
+    greedy_correct_prefix,
+    memory_usage,
+)
 from pipeline.models import build_model
 from pipeline.tasks import Pair, get_task
 

@@ -4,7 +4,6 @@ the classical data structures as the limit case."""
 import json
 import subprocess
 import sys
-
 from pathlib import Path
 
 import pytest

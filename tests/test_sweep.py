@@ -84,7 +84,8 @@ def test_killed_sweep_rerun_loses_nothing(tmp_path):
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         states = [s.state for s in sweep_status(sweep, runs)]
-        if "finished" in states and any(s.batches_done >= 10 and s.state == "running" for s in sweep_status(sweep, runs)):
+        running = [s for s in sweep_status(sweep, runs) if s.state == "running"]
+        if "finished" in states and any(s.batches_done >= 10 for s in running):
             break
         time.sleep(0.2)
     os.killpg(process.pid, signal.SIGKILL)  # the sweep and all its workers, mid-run
@@ -129,9 +130,11 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d["grid"][0].update(modelz=["stack"]), "unknown key 'grid[0].modelz'"),
     (lambda d: d["grid"][0].update(tasks=["copy", "sorting"]), "grid[0].tasks[1] must be one of copy"),
-    (lambda d: d["defaults"]["training"].update(max_batches="many"), "defaults.training.max_batches must be an integer"),
+    (lambda d: d["defaults"]["training"].update(max_batches="many"),
+     "defaults.training.max_batches must be an integer"),
     (lambda d: d["grid"][0].update(lr=[1e-3, -1]), "grid[0].lr[1] must be positive"),
-    (lambda d: d["grid"][0].update(overrides={"training": {"lr": 1e-4}}), "grid[0].overrides.training.lr is a grid axis"),
+    (lambda d: d["grid"][0].update(overrides={"training": {"lr": 1e-4}}),
+     "grid[0].overrides.training.lr is a grid axis"),
     (lambda d: d.update(workers=0), "workers must be positive"),
     (lambda d: d["grid"].append(dict(d["grid"][0])), "repeats run reversal-lstm1-h16"),
 ])

@@ -110,12 +110,12 @@ def collate(pairs: list[Pair], vocab: JointVocabulary) -> Batch:
     lengths = source_lengths + target_lengths + 2
     inputs = np.full((len(pairs), lengths.max()), vocab.PAD, dtype=np.int64)
     targets = np.full_like(inputs, IGNORE_INDEX)
-    for row, (pair, k, l) in enumerate(zip(pairs, source_lengths, target_lengths)):
+    for row, (pair, k, n) in enumerate(zip(pairs, source_lengths, target_lengths)):
         inputs[row, 0] = vocab.BOS
         inputs[row, 1:k + 1] = np.asarray(pair.source, dtype=np.int64) + source_offset
         inputs[row, k + 1] = vocab.SEP
-        inputs[row, k + 2:k + 2 + l] = np.asarray(pair.target, dtype=np.int64) + target_offset
-        targets[row, k + 1:k + 1 + l] = pair.target
-        targets[row, k + 1 + l] = vocab.eos
+        inputs[row, k + 2:k + 2 + n] = np.asarray(pair.target, dtype=np.int64) + target_offset
+        targets[row, k + 1:k + 1 + n] = pair.target
+        targets[row, k + 1 + n] = vocab.eos
     return Batch(torch.from_numpy(inputs), torch.from_numpy(targets), torch.from_numpy(lengths),
                  torch.from_numpy(source_lengths), torch.from_numpy(target_lengths + 1))

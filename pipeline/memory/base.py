@@ -109,7 +109,8 @@ class StepInputs:
             (n, x, (B,)) for n, x in signals.items()
         ]:
             if not isinstance(x, Tensor):
-                raise ValueError(f"{self.owner}.step: {name} must be a torch.Tensor of shape {shape}, got {type(x).__name__}")
+                raise ValueError(f"{self.owner}.step: {name} must be a torch.Tensor of shape {shape}, "
+                                 f"got {type(x).__name__}")
             if tuple(x.shape) != shape:
                 raise ValueError(
                     f"{self.owner}.step: {name} must have shape {shape} (batch_size={B}"

@@ -93,8 +93,8 @@ class MemoryLSTM(TransductionModel):
             batch_size=batch_size, width=self.memory_width, capacity=capacity, check_values=False
         )
         h = self.h0.expand(batch_size, -1)
-        return ControllerState(h, self.c0.expand(batch_size, -1), h.new_zeros(batch_size, self.ends * self.memory_width),
-                               memory)
+        reads = h.new_zeros(batch_size, self.ends * self.memory_width)
+        return ControllerState(h, self.c0.expand(batch_size, -1), reads, memory)
 
     def advance(self, x: Tensor, state: ControllerState, live: Tensor | None = None) -> tuple[Tensor, ControllerState]:
         """One controller step on the input embedding x (B, E): returns o'_t = h_t and the next state."""

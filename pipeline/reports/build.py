@@ -24,13 +24,13 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
+from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.models import DISPLAY_NAMES
 from pipeline.provenance import provenance
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import all_runs, select_models, summary_line, table3, table3_markdown
 from pipeline.sweep import DONE, STATES, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES
-from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.training.stopping import describe
 
 # One look per architecture throughout a report: colour, dash and marker together, so that models whose curves

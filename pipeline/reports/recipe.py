@@ -22,10 +22,10 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import SweepConfig, config_hash, to_dict
+from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.models import DISPLAY_NAMES
 from pipeline.provenance import provenance
 from pipeline.sweep import sweep_root, sweep_status
-from pipeline.files import atomic_write_text, read_complete_rows
 
 LEARNED_COARSE = 0.99  # training coarse accuracy at which a run counts as having learned its task
 MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")

@@ -6,7 +6,8 @@
   the one with the lowest average training perplexity. Runs without a finite perplexity are never selected.
 * **Per cell** (:func:`table3`): the selected run's four accuracies beside the paper's; runs tried / done / learned
   (training coarse >= 0.99) / pruned; mean ± standard deviation of test coarse over the done seeds of the selected
-  run's setting (everything but the seed: learning rate, hidden size and any other choice); the median batches at which runs converged; and a **verdict**
+  run's setting (everything but the seed: learning rate, hidden size and any other choice); the median batches at
+  which runs converged; and a **verdict**
   (:func:`verdict`).
 
 Only training numbers choose anything here. Test-length numbers are reported, never used to select or stop.

@@ -14,8 +14,17 @@ Each grid point is a run directory ``runs/<profile>/<run id>/`` (see :mod:`pipel
 from pipeline.sweep.grid import default_workers, load_sweep, prepare
 from pipeline.sweep.local import run_local
 from pipeline.sweep.slurm import SubmititRun, submit_slurm
-from pipeline.sweep.status import (DONE, STATES, RunStatus, run_state, run_status, summary, sweep_root, sweep_status,
-                                   unfinished)
+from pipeline.sweep.status import (
+                                   DONE,
+                                   STATES,
+                                   RunStatus,
+                                   run_state,
+                                   run_status,
+                                   summary,
+                                   sweep_root,
+                                   sweep_status,
+                                   unfinished,
+)
 from pipeline.sweep.worker import run_one
 
 __all__ = ["DONE", "STATES", "RunStatus", "SubmititRun", "default_workers", "load_sweep", "prepare", "run_local",

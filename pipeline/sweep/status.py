@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import RunConfig, SweepConfig
+from pipeline.files import read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.sweep.locks import is_locked, lock_owner
-from pipeline.files import read_complete_rows
 from pipeline.training.results import results_cover, stop_reason
 
 STATES = ("finished", "pruned", "failed", "running", "interrupted", "pending")

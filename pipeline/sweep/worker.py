@@ -12,10 +12,10 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import RunConfig, from_dict
+from pipeline.files import atomic_write_text
 from pipeline.provenance import git_commit
 from pipeline.sweep.locks import claim_owner, run_lock
 from pipeline.sweep.status import run_state
-from pipeline.files import atomic_write_text
 
 
 def run_one(run_dir: str | Path) -> str:

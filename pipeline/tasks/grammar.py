@@ -393,7 +393,7 @@ class Grammar:
             for rule in rules:
                 position = {link.index: k for k, link in enumerate(rule.links)}
 
-                def encode(items, vocab_ids):
+                def encode(items, vocab_ids, position=position):  # bound now: called within this iteration
                     return tuple(~position[x.index] if isinstance(x, Link) else vocab_ids[x] for x in items)
 
                 growth = sum(1 if isinstance(x, str) else self.min_length[x.symbol] for x in rule.source)

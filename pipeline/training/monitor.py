@@ -27,8 +27,8 @@ from lightning.pytorch.loggers import CSVLogger
 
 from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
-from pipeline.tasks import Pair, Task
 from pipeline.files import atomic_write_text
+from pipeline.tasks import Pair, Task
 from pipeline.training.stopping import plateau_stall, should_prune
 
 REOPEN_MARKER = ".reopen"  # in a run directory: continue the run although its checkpoint says it stopped

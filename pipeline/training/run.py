@@ -31,14 +31,14 @@ from lightning.pytorch.callbacks import RichProgressBar
 from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
+from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
 from pipeline.runtime import configure_cpu_process
-from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
-from pipeline.training.results import results_cover, stop_reason
 from pipeline.training.monitor import REOPEN_MARKER, TrainingMonitor
+from pipeline.training.results import results_cover, stop_reason
 
 EVAL_SPLITS = ("train", "test", "long")
 ACCELERATORS = ("auto", "cpu", "cuda")

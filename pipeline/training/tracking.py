@@ -51,7 +51,7 @@ def wandb_logger(config: RunConfig, run_dir: Path):
         try:
             logger = _without_anonymous(WandbLogger(**common,
                                                     settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S)))
-            logger.experiment  # start the run now, where a failure can still fall back
+            _ = logger.experiment  # start the run now, where a failure can still fall back
             return logger
         except Exception as error:  # no network, no credentials, server down: keep training, log offline
             warnings.warn(f"wandb online run could not start ({error}); logging offline instead. "
