@@ -89,3 +89,83 @@ def test_packed_weight_equals_the_plain_product(rows):
     c_stored_transposed = c.t().contiguous().t()
     torch.testing.assert_close(products.matmul(a, c_stored_transposed).double(), a.double() @ c.double(), atol=1e-4,
                                rtol=1e-5)
+
+
+def _float32_run(name, inputs, weights):
+    _, fused = pair_of_models(name, hidden=32, width=8)
+    fused = fused.float()
+    out = fused(inputs)
+    (out.double() * weights).sum().backward()
+    return out.detach().double(), {n: p.grad.double() for n, p in fused.named_parameters()}
+
+
+@pytest.mark.parametrize("force", ["operators missing", "mkldnn disabled"])
+def test_the_plain_product_fallback_gives_the_same_training_step(monkeypatch, force):
+    """Where the oneDNN operators (or the overloads called) are missing, or oneDNN is disabled, the products fall
+    back to torch.mm and compute the same function."""
+    gen = torch.Generator().manual_seed(5)
+    inputs = torch.randint(1, 11, (4, 25), generator=gen)
+    weights = torch.randn(4, 25, 7, generator=gen, dtype=torch.float64)
+    out_default, grads_default = _float32_run("deque", inputs, weights)
+    w = torch.randn(8, 8)
+    if force == "operators missing":
+        monkeypatch.setattr(products, "ONEDNN", False)
+        assert not products.on_onednn(w)
+        out, grads = _float32_run("deque", inputs, weights)
+    else:
+        with torch.backends.mkldnn.flags(enabled=False):
+            assert not products.on_onednn(w)
+            out, grads = _float32_run("deque", inputs, weights)
+    torch.testing.assert_close(out, out_default, atol=1e-5, rtol=1e-4)
+    for name_, g in grads_default.items():
+        torch.testing.assert_close(grads[name_], g, atol=1e-4 * g.abs().max().item(), rtol=1e-3, msg=name_)
+
+
+def test_a_missing_overload_is_detected(monkeypatch):
+    class Without:  # an operator packet without the .binary overload the fused path calls
+        default = object()
+
+    class Ops:
+        _reorder_linear_weight = Without()
+        _linear_pointwise = Without()
+
+    monkeypatch.setattr(torch.ops, "mkldnn", Ops(), raising=False)
+    assert products._onednn_ops_present() is False
+
+
+@pytest.mark.parametrize("name", ["stack", "queue", "deque"])
+def test_fused_float32_equals_reference_at_the_real_sizes(name):
+    """Hidden 256, memory 256, 131 positions (a training-length joint sequence at its longest), float32 both."""
+    torch.manual_seed(6)
+    ref = build_model(ModelConfig(name=name, hidden=256, implementation="reference"), 259, 129)
+    fused = build_model(ModelConfig(name=name, hidden=256), 259, 129)
+    fused.load_state_dict(ref.state_dict())
+    gen = torch.Generator().manual_seed(7)
+    inputs = torch.randint(1, 259, (2, 131), generator=gen)
+    weights = torch.randn(2, 131, 129, generator=gen)
+    results = []
+    for model in (ref, fused):
+        out = model(inputs)
+        (out * weights).sum().backward()
+        results.append((out.detach(), {n: p.grad for n, p in model.named_parameters()}))
+    (out_ref, grads_ref), (out_fused, grads_fused) = results
+    torch.testing.assert_close(out_fused, out_ref, atol=1e-4, rtol=1e-4)
+    for name_, g in grads_ref.items():
+        torch.testing.assert_close(grads_fused[name_], g, atol=2e-4 * g.abs().max().item(), rtol=1e-3, msg=name_)
+
+
+def test_second_order_gradients_are_refused_not_wrong():
+    """The hand-written backwards are first-order only (once_differentiable): a gradient of a gradient through a
+    memory step fails loudly, and the fused path's parameter gradients carry autograd's error node."""
+    from pipeline.memory import NeuralStack
+
+    v = torch.randn(2, 6, dtype=torch.float64, requires_grad=True)
+    d = torch.full((2,), 0.7, dtype=torch.float64, requires_grad=True)
+    out = NeuralStack(batch_size=2, width=6).step(v, d, torch.zeros(2, dtype=torch.float64)).sum()
+    (g_v,) = torch.autograd.grad(out, (v,), create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        torch.autograd.grad(g_v.sum(), (v,))
+    _, fused = pair_of_models("stack")
+    out = fused(torch.randint(1, 11, (2, 6))).sum()
+    grads = torch.autograd.grad(out, (fused.signals.weight, fused.controller.bias_ih), create_graph=True)
+    assert all(type(g.grad_fn).__name__ == "Error" for g in grads)

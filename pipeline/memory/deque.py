@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from pipeline.memory.base import Memory, ValueRows, add_row_gradients, value_handle
 from pipeline.memory.operations import PopTrace, ReadTrace, pop_backward, pop_forward, read_backward, read_forward
@@ -53,6 +54,7 @@ class DeQueStep(torch.autograd.Function):
         return r_top, r_bot, s, value_handle(v_top, values.shape[1])
 
     @staticmethod
+    @once_differentiable  # written out for first derivatives only: a second-order backward raises, not lies
     def backward(ctx, g_r_top, g_r_bot, g_s, g_rows):
         saved = ctx.saved_tensors
         top_pop, bottom_pop = PopTrace(*saved[0:2]), PopTrace(*saved[2:4])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from pipeline.memory.base import Memory, ValueRows, add_row_gradients, value_handle
 from pipeline.memory.operations import PopTrace, ReadTrace, pop_backward, pop_forward, read_backward, read_forward
@@ -44,6 +45,7 @@ class SingleEndedStep(torch.autograd.Function):
         return r, s, value_handle(v, values.shape[1])
 
     @staticmethod
+    @once_differentiable  # written out for first derivatives only: a second-order backward raises, not lies
     def backward(ctx, g_r, g_s, g_rows):
         saved = ctx.saved_tensors
         pop_trace, read_trace = PopTrace(*saved[:2]), ReadTrace(*saved[2:])

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from pipeline.memory.operations import pop_backward, pop_forward, read_backward, read_forward
 from pipeline.models.products import PackedWeight, linear, matmul
@@ -128,6 +129,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
         return hx[1:, :, E + R :]
 
     @staticmethod
+    @once_differentiable  # written out for first derivatives only: a second-order backward raises, not lies
     def backward(ctx, g_hs):
         w_all, w_sig, hx, acts, cells, tanh_c, sigs, values = ctx.saved_tensors
         memory, m, ends, from_top = ctx.config

@@ -24,8 +24,8 @@ Anything other than float32 on a CPU with oneDNN (float64 in the equality tests,
 ``torch.addmm``. Both compute the same product up to float rounding: oneDNN sums in a different order, so float32
 results differ in the last bits (``tests/test_fused.py`` bounds it against the float64 reference). The operators,
 ``torch.ops.mkldnn._reorder_linear_weight`` and ``torch.ops.mkldnn._linear_pointwise``, are the ones PyTorch's own
-compiler emits for CPU linear layers; they are private, so their presence is checked, not assumed (torch is pinned
-exactly in ``pyproject.toml``).
+compiler emits for CPU linear layers; they are private, so their presence, with the overloads called, is checked, not
+assumed (torch is pinned exactly in ``pyproject.toml``), and ``torch.backends.mkldnn.enabled`` is honoured.
 """
 
 from __future__ import annotations
@@ -33,18 +33,29 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+def _onednn_ops_present() -> bool:
+    """Whether this torch build has both private operators *and* the overloads called below (``.default`` for the
+    reorder and the plain linear, ``.binary`` for the linear with an added tensor). Anything missing: torch.mm."""
+    ops = getattr(torch.ops, "mkldnn", None)
+    if ops is None or not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        reorder, pointwise = ops._reorder_linear_weight, ops._linear_pointwise
+        return all(hasattr(op, overload) for op, overload in ((reorder, "default"), (pointwise, "default"),
+                                                              (pointwise, "binary")))
+    except (AttributeError, RuntimeError):  # torch.ops raises on an unknown operator name
+        return False
+
+
 _ops = getattr(torch.ops, "mkldnn", None)
-ONEDNN = bool(
-    torch.backends.mkldnn.is_available()
-    and _ops is not None
-    and hasattr(_ops, "_reorder_linear_weight")
-    and hasattr(_ops, "_linear_pointwise")
-)
+ONEDNN = _onednn_ops_present()
 
 
 def on_onednn(t: Tensor) -> bool:
-    """Whether products with ``t`` run on oneDNN."""
-    return ONEDNN and t.device.type == "cpu" and t.dtype == torch.float32
+    """Whether products with ``t`` run on oneDNN: the operators exist, oneDNN is enabled
+    (``torch.backends.mkldnn.flags(enabled=False)`` turns it off, as for PyTorch's own layers), and ``t`` is
+    float32 on a CPU."""
+    return ONEDNN and torch.backends.mkldnn.enabled and t.device.type == "cpu" and t.dtype == torch.float32
 
 
 class PackedWeight:
