@@ -163,7 +163,7 @@ def test_second_order_gradients_are_refused_not_wrong():
     d = torch.full((2,), 0.7, dtype=torch.float64, requires_grad=True)
     out = NeuralStack(batch_size=2, width=6).step(v, d, torch.zeros(2, dtype=torch.float64)).sum()
     (g_v,) = torch.autograd.grad(out, (v,), create_graph=True)
-    with pytest.raises(RuntimeError, match="once_differentiable"):
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
         torch.autograd.grad(g_v.sum(), (v,))
     _, fused = pair_of_models("stack")
     out = fused(torch.randint(1, 11, (2, 6))).sum()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+
 def _onednn_ops_present() -> bool:
     """Whether this torch build has both private operators *and* the overloads called below (``.default`` for the
     reorder and the plain linear, ``.binary`` for the linear with an added tensor). Anything missing: torch.mm."""
