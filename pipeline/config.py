@@ -18,7 +18,10 @@ from typing import Any, Literal
 
 import yaml
 
-MODEL_NAMES = ("lstm1", "lstm2", "lstm4", "lstm8", "stack", "queue", "deque")
+from pipeline.registry import LazyNames  # no torch here: the model registry is imported when first read
+
+# The registered architectures (pipeline.models.MODELS), read live: a model registered later is valid too.
+MODEL_NAMES = LazyNames("pipeline.models", "MODELS")
 
 
 class ConfigError(ValueError):

@@ -28,14 +28,13 @@ import numpy as np
 
 from pipeline.files import atomic_write_bytes
 from pipeline.paths import data_cache
-from pipeline.tasks import SPLITS, TASK_NAMES, Pair, check_split, check_task_name, get_task
+from pipeline.tasks import SPLITS, TASK_NAMES, TASKS, Pair, check_split, check_task_name, get_task
 
 EVAL_SET_SIZE = 1000
 # Bump whenever a code change alters the sets a seed produces; every cached set then reads as stale.
 GENERATOR_VERSION = "1"
 
 # seed of set (task, split) = task base + split offset: copy/train 1001, ..., gender/long 5003.
-_TASK_SEED_BASE = {"copy": 1000, "reversal": 2000, "bigram_flip": 3000, "svo_sov": 4000, "gender": 5000}
 _SPLIT_SEED_OFFSET = {"train": 1, "test": 2, "long": 3}
 
 
@@ -64,7 +63,7 @@ class EvalSet:
 def eval_seed(task_name: str, split: str) -> int:
     """The documented seed of evaluation set ``(task_name, split)``."""
     check_split(split)
-    return _TASK_SEED_BASE[check_task_name(task_name)] + _SPLIT_SEED_OFFSET[split]
+    return TASKS[check_task_name(task_name)].seed_base + _SPLIT_SEED_OFFSET[split]
 
 
 def build_eval_set(task_name: str, split: str) -> EvalSet:

@@ -1,42 +1,85 @@
-"""Model registry: the seven architectures of the paper behind one constructor.
+"""Model registry: the seven architectures of the paper, one :class:`ModelEntry` each.
 
-``lstm1`` .. ``lstm8`` are deep LSTMs (:mod:`pipeline.models.deep_lstm`); ``stack``, ``queue`` and ``deque`` are
-memory-enhanced LSTMs (:mod:`pipeline.models.memory_lstm`). All implement :class:`TransductionModel`.
+An entry carries everything about an architecture: how to build it from a :class:`ModelConfig`, the paper's row
+name for it (Tables 2 and 3), its look in figures, and which memory it has. :func:`register_model` adds one; configs,
+the CLI, tables and figures read :data:`MODELS`. ``lstm1`` .. ``lstm8`` are deep LSTMs
+(:mod:`pipeline.models.deep_lstm`); ``stack``, ``queue`` and ``deque`` are memory-enhanced LSTMs
+(:mod:`pipeline.models.memory_lstm`). All implement :class:`TransductionModel`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 from torch import nn
 
-from pipeline.config import MODEL_NAMES, ModelConfig
+from pipeline.config import ModelConfig
 from pipeline.models.base import TransductionModel
 from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.models.memory_lstm import MemoryLSTM
-
-LSTM_LAYERS = {"lstm1": 1, "lstm2": 2, "lstm4": 4, "lstm8": 8}
-DISPLAY_NAMES = {
-    "lstm1": "1-layer LSTM",
-    "lstm2": "2-layer LSTM",
-    "lstm4": "4-layer LSTM",
-    "lstm8": "8-layer LSTM",
-    "stack": "Stack-LSTM",
-    "queue": "Queue-LSTM",
-    "deque": "DeQue-LSTM",
-}
+from pipeline.registry import Field, Names, register
 
 
-def build_model(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
-    """The architecture ``config.name`` for a task with these input and output vocabulary sizes."""
-    if config.name in LSTM_LAYERS:
-        return DeepLSTM(input_size, output_size, config.hidden, config.embedding, LSTM_LAYERS[config.name],
+@dataclass(frozen=True)
+class ModelEntry:
+    """Everything about an architecture, in one place."""
+
+    name: str  # what configs and commands call it
+    display: str  # the paper's row name (Tables 2 and 3), used in every report
+    build: Callable[[ModelConfig, int, int], TransductionModel]  # (config, input ids, output ids) -> model
+    style: dict = field(default_factory=dict)  # its look in figures: color, ls, marker (matplotlib)
+    memory: str | None = None  # "stack", "queue" or "deque" for a memory model
+
+
+MODELS: dict[str, ModelEntry] = {}
+
+
+def register_model(entry: ModelEntry) -> ModelEntry:
+    """Add an architecture: the one call that makes it known to configs, the CLI, the tables and the figures."""
+    return register(MODELS, entry, "model", unique=("display",))
+
+
+def _deep_lstm(layers: int):
+    def build(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+        return DeepLSTM(input_size, output_size, config.hidden, config.embedding, layers,
                         readout_width=config.readout_width)
-    if config.name in ("stack", "queue", "deque"):
-        return MemoryLSTM(input_size, output_size, config.hidden, config.embedding, memory=config.name,
+
+    return build
+
+
+def _memory_lstm(memory: str):
+    def build(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+        return MemoryLSTM(input_size, output_size, config.hidden, config.embedding, memory=memory,
                           memory_width=config.memory_width, pop_bias=config.pop_bias,
                           implementation=config.implementation, readout_width=config.readout_width,
                           push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
                           bottom_pop_bias=config.bottom_pop_bias)
-    raise ValueError(f"unknown model {config.name!r}; choose one of: {', '.join(MODEL_NAMES)}")
+
+    return build
+
+
+# Deep LSTMs in shades of blue, dotted to dashed; memory models in red, green and orange.
+for layers, color, dashes, marker in ((1, "#9ecae1", (0, (1, 1)), "v"), (2, "#6baed6", (0, (3, 1, 1, 1)), "^"),
+                                      (4, "#3182bd", (0, (5, 2)), "<"), (8, "#08519c", (0, (8, 2, 1, 2)), ">")):
+    register_model(ModelEntry(f"lstm{layers}", f"{layers}-layer LSTM", _deep_lstm(layers),
+                              dict(color=color, ls=dashes, marker=marker)))
+register_model(ModelEntry("stack", "Stack-LSTM", _memory_lstm("stack"), dict(color="#d62728", ls="-", marker="o"),
+                          memory="stack"))
+register_model(ModelEntry("queue", "Queue-LSTM", _memory_lstm("queue"),
+                          dict(color="#2ca02c", ls=(0, (6, 3)), marker="s"), memory="queue"))
+register_model(ModelEntry("deque", "DeQue-LSTM", _memory_lstm("deque"),
+                          dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"), memory="deque"))
+
+MODEL_NAMES = Names(MODELS)  # live views: a model registered later is listed too
+DISPLAY_NAMES = Field(MODELS, "display")
+
+
+def build_model(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+    """The architecture ``config.name`` for a task with these input and output vocabulary sizes."""
+    if config.name not in MODELS:
+        raise ValueError(f"unknown model {config.name!r}; choose one of: {', '.join(MODELS)}")
+    return MODELS[config.name].build(config, input_size, output_size)
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -44,4 +87,5 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["MODEL_NAMES", "DISPLAY_NAMES", "TransductionModel", "build_model", "count_parameters"]
+__all__ = ["DISPLAY_NAMES", "MODELS", "MODEL_NAMES", "ModelEntry", "TransductionModel", "build_model",
+           "count_parameters", "register_model"]

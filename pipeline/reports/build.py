@@ -25,38 +25,28 @@ import pandas as pd
 
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text, read_complete_rows
-from pipeline.models import DISPLAY_NAMES
+from pipeline.models import DISPLAY_NAMES, MODELS
 from pipeline.provenance import provenance
+from pipeline.registry import Field
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import all_runs, select_models, summary_line, table3, table3_markdown
 from pipeline.sweep import DONE, STATES, sweep_root, sweep_status
-from pipeline.tasks import SPLITS, TASK_NAMES
+from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
 from pipeline.training.stopping import describe
 
-# One look per architecture throughout a report: colour, dash and marker together, so that models whose curves
-# coincide (several at 0, or at 1) stay distinguishable where one line lies on another.
-STYLES = {
-    "lstm1": dict(color="#9ecae1", ls=(0, (1, 1)), marker="v"),
-    "lstm2": dict(color="#6baed6", ls=(0, (3, 1, 1, 1)), marker="^"),
-    "lstm4": dict(color="#3182bd", ls=(0, (5, 2)), marker="<"),
-    "lstm8": dict(color="#08519c", ls=(0, (8, 2, 1, 2)), marker=">"),
-    "stack": dict(color="#d62728", ls="-", marker="o"),
-    "queue": dict(color="#2ca02c", ls=(0, (6, 3)), marker="s"),
-    "deque": dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"),
-}
 OFFSET_STEP = 0.01  # vertical shift between consecutive models' curves (stated on the figure)
 _FALLBACK_COLORS = ("#7f7f7f", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
 
 def model_style(model: str) -> dict:
-    """The plotting style of ``model``; a model without one (a newly registered architecture) gets a grey-ish
-    colour of its own rather than an error."""
-    if model in STYLES:
-        return STYLES[model]
+    """The plotting style of ``model`` from its registry entry: colour, dash and marker together, so that models
+    whose curves coincide stay distinguishable. An entry without one gets a colour of its own, not an error."""
+    entry = MODELS.get(model)
+    if entry is not None and entry.style:
+        return {"color": "#7f7f7f", "ls": "-", "marker": "x", **entry.style}
     index = sum(map(ord, model)) % len(_FALLBACK_COLORS)
     return dict(color=_FALLBACK_COLORS[index], ls="-", marker="x")
-TASK_TITLES = {"copy": "Sequence copying", "reversal": "Sequence reversal", "bigram_flip": "Bigram flipping",
-               "svo_sov": "SVO to SOV", "gender": "Gender conjugation"}
+TASK_TITLES = Field(TASKS, "title")
 
 # ----------------------------------------------------------------------------------------------------------------
 # Figures.

@@ -141,8 +141,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
     for task in TASK_NAMES:
         for model in MODEL_NAMES:
             row: dict = {"task": task, "model": model, "in_profile": (task, model) in cells}
-            for m in METRICS:
-                row[f"paper_{m}"] = paper.loc[(task, model), m]
+            for m in METRICS:  # a registered architecture or task the paper did not run has no paper values
+                row[f"paper_{m}"] = paper.loc[(task, model), m] if (task, model) in paper.index else math.nan
             cell = runs[(runs.task == task) & (runs.model == model)] if not runs.empty else runs
             if row["in_profile"]:
                 done = cell[cell.state.isin(DONE)]

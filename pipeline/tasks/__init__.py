@@ -1,4 +1,5 @@
-"""The paper's five transduction tasks behind one registry.
+"""The paper's five transduction tasks behind one registry: :func:`register_task` adds one (its builder, title and
+evaluation-set seeds), and everything else reads :data:`TASKS`.
 
     task = get_task("svo_sov")
     pair = task.sample(np.random.default_rng(0), split="train")
@@ -8,24 +9,44 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 
+from pipeline.registry import Names, register
 from pipeline.tasks.base import SPLITS, Pair, Task, check_split
 from pipeline.tasks.itg import GrammarTask
 from pipeline.tasks.synthetic import SyntheticTask, copy, flip_bigrams, reverse
 
-_REGISTRY: dict[str, Callable[[], Task]] = {
-    "copy": lambda: SyntheticTask("copy", copy),
-    "reversal": lambda: SyntheticTask("reversal", reverse),
-    "bigram_flip": lambda: SyntheticTask("bigram_flip", flip_bigrams, even_lengths=True),
-    "svo_sov": lambda: GrammarTask.from_config("svo_sov"),
-    "gender": lambda: GrammarTask.from_config("gender"),
-}
-TASK_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """Everything about a task, in one place."""
+
+    name: str  # what configs and commands call it
+    build: Callable[[], Task]
+    title: str  # how the paper and the reports title it
+    seed_base: int  # its evaluation sets' seeds: seed_base + the split's offset (pipeline.data.cache)
+
+
+TASKS: dict[str, TaskEntry] = {}
+
+
+def register_task(entry: TaskEntry) -> TaskEntry:
+    """Add a task: the one call that makes it known to configs, the CLI, the cache and the reports."""
+    return register(TASKS, entry, "task", unique=("seed_base",))
+
+
+register_task(TaskEntry("copy", lambda: SyntheticTask("copy", copy), "Sequence copying", 1000))
+register_task(TaskEntry("reversal", lambda: SyntheticTask("reversal", reverse), "Sequence reversal", 2000))
+register_task(TaskEntry("bigram_flip", lambda: SyntheticTask("bigram_flip", flip_bigrams, even_lengths=True),
+                        "Bigram flipping", 3000))
+register_task(TaskEntry("svo_sov", lambda: GrammarTask.from_config("svo_sov"), "SVO to SOV", 4000))
+register_task(TaskEntry("gender", lambda: GrammarTask.from_config("gender"), "Gender conjugation", 5000))
+TASK_NAMES = Names(TASKS)  # live: a task registered later is listed too
 
 
 def check_task_name(name: str) -> str:
-    if name not in _REGISTRY:
+    if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose from: {', '.join(TASK_NAMES)}")
     return name
 
@@ -33,7 +54,8 @@ def check_task_name(name: str) -> str:
 @cache
 def get_task(name: str) -> Task:
     """The task called ``name`` (built once per process: loading a grammar validates its YAML)."""
-    return _REGISTRY[check_task_name(name)]()
+    return TASKS[check_task_name(name)].build()
 
 
-__all__ = ["SPLITS", "TASK_NAMES", "Pair", "Task", "check_split", "check_task_name", "get_task"]
+__all__ = ["SPLITS", "TASKS", "TASK_NAMES", "TaskEntry", "register_task", "Pair", "Task", "check_split",
+           "check_task_name", "get_task"]
