@@ -98,7 +98,7 @@ def data_report(
     out: Path = typer.Option(Path("reports/data"), "--out", help="Output folder."),
 ) -> None:
     """Histogram the ITG grammars' sentence lengths before rejection and their acceptance rate per window."""
-    from pipeline.tasks.lengths import write_length_report  # matplotlib is slow to import; only this needs it
+    from pipeline.reports.lengths import write_length_report  # matplotlib is slow to import; only this needs it
 
     typer.echo(f"wrote {write_length_report(out, samples, seed)}", err=True)
 

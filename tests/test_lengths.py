@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pipeline.tasks.lengths import sample_lengths, window_rates
+from pipeline.reports.lengths import sample_lengths, window_rates
 
 
 def test_window_rates_partition_all_derivations():

@@ -3,10 +3,9 @@
 from collections import Counter
 
 from pipeline.data.encoding import JointVocabulary
-from pipeline.data.stream import TrainingStream
+from pipeline.data.stream import TrainingBatches, TrainingStream, padding_fraction
 from pipeline.files import read_complete_rows
 from pipeline.tasks import get_task
-from pipeline.training.data import TrainingBatches, padding_fraction
 from pipeline.training.metrics_log import ResumableCSVLogger
 
 

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +29,7 @@ from pipeline.provenance import provenance
 from pipeline.registry import Field
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import all_runs, select_models, summary_line, table3, table3_markdown
-from pipeline.sweep import DONE, STATES, sweep_root, sweep_status
+from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
 from pipeline.training.stopping import describe
 
@@ -182,7 +181,7 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     if finished.empty:
         return ""
     seconds = float((finished["train_seconds"] + finished["eval_seconds"]).sum())
-    workers = sweep.workers or os.cpu_count() or 1
+    workers = default_workers(sweep)
     return (f"Compute: {seconds / 3600:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, "
             f"training and evaluation), about {seconds / 3600 / workers:.1f} h of wall time with "
             f"{workers} worker(s).")

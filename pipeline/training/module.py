@@ -15,9 +15,9 @@ from torch.utils.data import DataLoader
 
 from pipeline.config import RunConfig, from_dict, to_dict
 from pipeline.data.encoding import IGNORE_INDEX, Batch, JointVocabulary
+from pipeline.data.stream import TrainingBatches
 from pipeline.models import build_model
 from pipeline.tasks import get_task
-from pipeline.training.data import TrainingBatches
 
 
 class TransductionModule(L.LightningModule):

@@ -82,7 +82,7 @@ def _markdown(lengths: dict[str, np.ndarray], n: int, seed: int) -> str:
     lines = [
         "# ITG sentence lengths before rejection",
         "",
-        f"Written by `transduce data-report --samples {n} --seed {seed}` (`pipeline/tasks/lengths.py`) from the "
+        f"Written by `transduce data-report --samples {n} --seed {seed}` (`pipeline.reports.lengths.py`) from the "
         "grammars in `configs/grammars/`. Each grammar derives "
         f"{n:,} sentences from its start symbol with no length condition; a derivation is stopped once it must "
         f"exceed {MAX_LENGTH} words and counted as longer than {MAX_LENGTH}. The evaluation sets and the training "
