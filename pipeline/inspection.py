@@ -160,10 +160,13 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.colors import PowerNorm
 
     steps = len(trace.tokens)
     memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.ends]) if trace.ends else []
-    heights = [1.2] + [1.4 if p == "signals" else 2.6 for p in memory_panels]
+    rows = 2 * steps if len(trace.ends) == 2 else steps
+    # heatmaps get about one pixel per memory row (at the dpi below), so that a single row stays visible
+    heights = [1.2] + [1.4 if p == "signals" else max(2.6, rows / 110) for p in memory_panels]
     fig, axes = plt.subplots(len(heights), 1, figsize=(14, sum(heights) + 1.2), sharex=True,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes[:, 0]
@@ -189,7 +192,7 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     axes[-1].set_xticks(ticks)
     axes[-1].set_xticklabels([f"{trace.tokens[t]}" for t in ticks], rotation=90, fontsize=6)
     axes[-1].set_xlabel("step: the token read" + (" (every token labelled)" if every == 1 else
-                                                  f" (every {every}th labelled)"))
+                                                  f" (one token in {every} labelled)"))
 
     for panel, ax in zip(memory_panels, axes[1:]):
         if panel == "signals":
@@ -205,9 +208,10 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
         kind, _, end = panel.partition(":")
         grid = aligned_rows(trace, "strengths" if kind == "strengths" else "reads", end or None)
         cmap = "Greys" if kind == "strengths" else ("Blues" if end == "top" else "Oranges")
-        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, vmin=0, vmax=1, interpolation="nearest",
-                          extent=(-0.5, steps - 0.5, -0.5, grid.shape[0] - 0.5))
-        label = "strength s_t[i]" if kind == "strengths" else f"read weight w_t[i] ({end} read)"
+        # square-root colour scale: a strength of 0.05 (a memory barely used) still shows as a light grey
+        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, norm=PowerNorm(0.5, vmin=0, vmax=1),
+                          interpolation="nearest", extent=(-0.5, steps - 0.5, -0.5, grid.shape[0] - 0.5))
+        label = ("strength s_t[i]" if kind == "strengths" else f"read weight w_t[i] ({end} read)") + ", √ scale"
         # the colour bar sits outside the panel, so every panel keeps the same time axis
         fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(label, fontsize=7)
         if len(trace.ends) == 2:
@@ -229,7 +233,7 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
 
