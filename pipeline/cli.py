@@ -27,16 +27,18 @@ app = typer.Typer(
     help="Reproduce 'Learning to Transduce with Unbounded Memory' (Grefenstette et al., 2015).",
 )
 
+def choices(name: str, *values: str) -> type[Enum]:
+    """A string Enum whose members are ``values``: how Typer lists and checks an option's allowed values."""
+    return Enum(name, {value: value for value in values}, type=str)
+
+
 # Choices for Typer, built from the registries so that the CLI can never disagree with the library.
-TaskName = Enum("TaskName", {name: name for name in TASK_NAMES}, type=str)
-SplitName = Enum("SplitName", {name: name for name in SPLITS}, type=str)
-ModelName = Enum("ModelName", {name: name for name in MODEL_NAMES}, type=str)
+TaskName = choices("TaskName", *TASK_NAMES)
+SplitName = choices("SplitName", *SPLITS)
+ModelName = choices("ModelName", *MODEL_NAMES)
 
 
-class Accelerator(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+Accelerator = choices("Accelerator", "auto", "cpu", "cuda")
 
 
 def _at_least(minimum: int):
@@ -183,9 +185,7 @@ def evaluate(
         _fail(error)
 
 
-class ParamsFormat(str, Enum):
-    table = "table"
-    json = "json"
+ParamsFormat = choices("ParamsFormat", "table", "json")
 
 
 @app.command()
@@ -219,9 +219,7 @@ def _load_profile(profile: Path):
         _fail(error)
 
 
-class Executor(str, Enum):
-    local = "local"
-    slurm = "slurm"
+Executor = choices("Executor", "local", "slurm")
 
 
 @app.command()
@@ -286,9 +284,7 @@ def report(
     typer.echo(f"wrote {write_report(config, profile, runs_dir, out)}")
 
 
-class TraceFormat(str, Enum):
-    png = "png"
-    json = "json"
+TraceFormat = choices("TraceFormat", "png", "json")
 
 
 @app.command()
@@ -319,10 +315,7 @@ def inspect(
     typer.echo(f"wrote {out}" + ("" if trace.ends else " (a deep LSTM: no memory to draw)"))
 
 
-class RunsFormat(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
+RunsFormat = choices("RunsFormat", "table", "csv", "json")
 
 
 @app.command()
