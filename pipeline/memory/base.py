@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from pipeline.memory.steps import SingleEndedStep
+
 DEFAULT_CAPACITY = 64  # steps preallocated when no capacity is given; the buffer doubles when full
 
 
@@ -68,13 +70,6 @@ class ValueRows:
 def value_handle(like: Tensor, rows: int) -> Tensor:
     """A (B, rows, m) tensor of zeros that owns no memory; it only carries the value rows' gradient (see above)."""
     return like.new_zeros(()).expand(like.shape[0], rows, like.shape[-1])
-
-
-def add_row_gradients(g_rows: Tensor | None, weights: Tensor, g_r: Tensor) -> Tensor:
-    """Eq. 15: a read with weights w (B, n) adds ``w[i] * dL/dr`` to row i's gradient (B, n, m)."""
-    if g_rows is None:
-        return weights.unsqueeze(-1) * g_r.unsqueeze(1)
-    return torch.baddbmm(g_rows, weights.unsqueeze(-1), g_r.unsqueeze(1))
 
 
 def check_capacity(capacity: int | None) -> int:
@@ -186,3 +181,20 @@ class Memory:
             self._strengths = like.new_zeros(self.batch_size, 0)
             self._handle = value_handle(like, 0)
         self._steps += 1
+
+
+class SingleEndedMemory(Memory):
+    """The Stack and the Queue: one value, push and pop per step. ``from_top`` picks the end that pops and reads
+    start from. ``capacity`` preallocates that many steps of value storage (it doubles when exceeded);
+    ``check_values=False`` skips the [0, 1] / NaN checks of the inputs (shapes are always checked); dtype and
+    device follow the inputs of the first step."""
+
+    from_top: bool
+
+    def step(self, v: Tensor, d: Tensor, u: Tensor) -> Tensor:
+        """Pop ``u``, push ``v`` with strength ``d``, read. Returns r_t, (B, m)."""
+        self._validate({"v": v}, {"d": d, "u": u})
+        r, self._strengths, self._handle = SingleEndedStep.apply(
+            self._strengths, self._handle, v, d, u, self._rows, self.from_top
+        )
+        return r

@@ -25,65 +25,10 @@ the values are stored once (see :mod:`pipeline.memory.base`).
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from pipeline.memory.base import Memory, ValueRows, add_row_gradients, value_handle
-from pipeline.memory.operations import PopTrace, ReadTrace, pop_backward, pop_forward, read_backward, read_forward
-
-
-class DeQueStep(torch.autograd.Function):
-    """One DeQue step (eq. 6–11) with the backward written out (appendix A, extended to both ends)."""
-
-    @staticmethod
-    def forward(ctx, s_prev, rows_prev, v_top, v_bot, d_top, d_bot, u_top, u_bot, rows: ValueRows):
-        del rows_prev  # carries only the value rows' gradient (see pipeline.memory.base)
-        rows.append_bottom(v_bot)  # eq. 6
-        rows.append_top(v_top)
-        s_top, top_pop = pop_forward(s_prev, u_top, from_top=True)  # eq. 7
-        s_both, bottom_pop = pop_forward(s_top, u_bot, from_top=False)  # eq. 8
-        s = torch.cat([d_bot.unsqueeze(-1), s_both, d_top.unsqueeze(-1)], dim=-1)  # eq. 9
-        values = rows.view()
-        r_top, top_read = read_forward(s, values, from_top=True)  # eq. 10
-        r_bot, bottom_read = read_forward(s, values, from_top=False)  # eq. 11
-
-        ctx.set_materialize_grads(False)
-        ctx.values = values  # a view of rows that never change again; not a copy (see base.py)
-        ctx.save_for_backward(*top_pop, *bottom_pop, *top_read, *bottom_read)
-        return r_top, r_bot, s, value_handle(v_top, values.shape[1])
-
-    @staticmethod
-    @once_differentiable  # written out for first derivatives only: a second-order backward raises, not lies
-    def backward(ctx, g_r_top, g_r_bot, g_s, g_rows):
-        saved = ctx.saved_tensors
-        top_pop, bottom_pop = PopTrace(*saved[0:2]), PopTrace(*saved[2:4])
-        top_read, bottom_read = ReadTrace(*saved[4:7]), ReadTrace(*saved[7:10])
-        values = ctx.values
-        zeros = torch.zeros_like(values[:, 0])
-        g_r_top = zeros if g_r_top is None else g_r_top
-        g_r_bot = zeros if g_r_bot is None else g_r_bot
-
-        g_s_read = read_backward(g_r_top, top_read, values, from_top=True) + read_backward(
-            g_r_bot, bottom_read, values, from_top=False
-        )
-        g_s = g_s_read if g_s is None else g_s + g_s_read
-        g_rows = add_row_gradients(g_rows, top_read.weights, g_r_top)
-        g_rows = add_row_gradients(g_rows, bottom_read.weights, g_r_bot)
-
-        g_s_top, g_u_bot = pop_backward(g_s[:, 1:-1], bottom_pop, from_top=False)  # eq. 8
-        g_s_prev, g_u_top = pop_backward(g_s_top, top_pop, from_top=True)  # eq. 7
-        return (
-            g_s_prev,
-            g_rows[:, 1:-1],
-            g_rows[:, -1],  # v_top
-            g_rows[:, 0],  # v_bot
-            g_s[:, -1],  # d_top
-            g_s[:, 0],  # d_bot
-            g_u_top,
-            g_u_bot,
-            None,
-        )
+from pipeline.memory.base import Memory
+from pipeline.memory.steps import DeQueStep
 
 
 class NeuralDeQue(Memory):

@@ -6,12 +6,12 @@ Values are appended exactly as in eq. 1. The strengths and the read become
     (5)  r_t = sum_{i=1}^{t} min(s_t[i], max(0, 1 - sum_{j=1}^{i-1} s_t[j])) * V_t[i]
 
 so pops and reads act on the front (the oldest rows) while pushes go to the back. The step is the Stack's
-(:class:`pipeline.memory.stack.SingleEndedStep`) with ``from_top=False``; costs are the Stack's.
+(:func:`pipeline.memory.steps.single_ended_step`) with ``from_top=False``; costs are the Stack's.
 """
 
 from __future__ import annotations
 
-from pipeline.memory.stack import SingleEndedMemory
+from pipeline.memory.base import SingleEndedMemory
 
 
 class NeuralQueue(SingleEndedMemory):

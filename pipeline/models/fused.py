@@ -11,9 +11,10 @@ per-operation overhead and by the matrix products, not by the memory's arithmeti
   all positions one product after it, and every local derivative that depends only on the forward pass (σ', tanh')
   is computed for all positions at once before the backward loop;
 * every matrix product goes through :mod:`pipeline.models.products` (oneDNN, on CPU float32);
-* the memory is the same pop/read traversals (:mod:`pipeline.memory.operations`, eq. 2–11) with their hand-written
-  adjoints, on one value buffer preallocated for the whole sequence; the value rows' gradients are accumulated
-  in a buffer of the same shape, which is safe here because this node owns the entire sequence;
+* the memory is the very step the readable memories take, forwards and backwards
+  (:mod:`pipeline.memory.steps`: ``single_ended_step``, ``deque_step`` and their adjoints, eq. 1–18), on one value
+  buffer preallocated for the whole sequence; the value rows' gradients are accumulated in a buffer of the same
+  shape, which is safe here because this node owns the entire sequence;
 * the per-position views of every buffer are made once, before the loops (``unbind``), not by indexing at every
   step; and the loops are written with as few calls per position as the equations allow, since at batch 10 most
   of a call's cost (1–3 µs) is the call itself (``docs/performance.md`` has the breakdown).
@@ -29,7 +30,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from pipeline.memory.operations import pop_backward, pop_forward, read_backward, read_forward
+from pipeline.memory.steps import deque_step, deque_step_backward, single_ended_step, single_ended_step_backward
 from pipeline.models.products import PackedWeight, linear, matmul
 
 
@@ -55,29 +56,29 @@ class FusedMemoryLSTM(torch.autograd.Function):
         ends = 2 if memory == "deque" else 1
         R, D = ends * m, 2 * ends
         from_top = memory != "queue"
-        f = dict(dtype=x.dtype, device=x.device)
+        like = dict(dtype=x.dtype, device=x.device)  # new buffers: the input's dtype and device
 
         # hx[t] = [x_t; r_{t-1}; h_{t-1}]: the controller's whole input at step t. Step t writes r_t and h_t straight
         # into hx[t + 1], so hx[1:, :, E + R:] is the output h_1 .. h_L (and hx[L]'s x and r are never used).
-        hx = torch.empty(L + 1, B, E + R + H, **f)
+        hx = torch.empty(L + 1, B, E + R + H, **like)
         hx[:L, :, :E] = x.transpose(0, 1)
         hx[0, :, E:-H] = 0.0
         hx[0, :, -H:] = h0
         x_gates = linear(hx[:L, :, :E].reshape(L * B, E), w_all[:, :E], bias).view(L, B, G)
         recurrent = PackedWeight(w_all[:, E:], B)  # [r_{t-1}; h_{t-1}] -> the rest of the gate pre-activations
         signal_head = PackedWeight(w_sig, B, b_sig)  # h_t -> (d, u, v) pre-activations
-        acts = torch.empty(L, B, G, **f)  # gate activations (i, f, g, o)
-        cells = torch.empty(L + 1, B, H, **f)  # c_0 .. c_L
+        acts = torch.empty(L, B, G, **like)  # gate activations (i, f, g, o)
+        cells = torch.empty(L + 1, B, H, **like)  # c_0 .. c_L
         cells[0] = c0
-        tanh_c = torch.empty(L, B, H, **f)
-        sigs = torch.empty(L, B, D + R, **f)  # sigmoid(d, u) (before the padding mask) and tanh(v)
-        values = torch.empty(B, ends * L, m, **f)  # every value row ever written, stored once
+        tanh_c = torch.empty(L, B, H, **like)
+        sigs = torch.empty(L, B, D + R, **like)  # sigmoid(d, u) (before the padding mask) and tanh(v)
+        values = torch.empty(B, ends * L, m, **like)  # every value row ever written, stored once
         traces = []
 
         # Per-position views, made once.
         rec_in, reads, outs = hx[:, :, E:].unbind(0), hx[:, :, E : E + R].unbind(0), hx[:, :, E + R :].unbind(0)
         gates = acts.view(L, B, 4, H)
-        i_, f_, g_, o_ = (gates[:, :, k].unbind(0) for k in range(4))
+        in_gate, forget_gate, cell_in, out_gate = (gates[:, :, k].unbind(0) for k in range(4))  # per position
         pre_g = slice(2 * H, 3 * H)
         x_gates, acts_, cells_, tanh_c_ = x_gates.unbind(0), acts.unbind(0), cells.unbind(0), tanh_c.unbind(0)
         du_, v_ = sigs[:, :, :D].unbind(0), sigs[:, :, D:].unbind(0)
@@ -88,10 +89,10 @@ class FusedMemoryLSTM(torch.autograd.Function):
             # -- LSTM cell (PyTorch's LSTMCell, gates i, f, g, o) --
             z = recurrent(rec_in[t], add=x_gates[t])
             torch.sigmoid(z, out=acts_[t])
-            torch.tanh(z[:, pre_g], out=g_[t])
-            c = torch.mul(f_[t], cells_[t], out=cells_[t + 1])
-            c.addcmul_(i_[t], g_[t])
-            h = torch.mul(o_[t], torch.tanh(c, out=tanh_c_[t]), out=outs[t + 1])
+            torch.tanh(z[:, pre_g], out=cell_in[t])
+            c = torch.mul(forget_gate[t], cells_[t], out=cells_[t + 1])
+            c.addcmul_(in_gate[t], cell_in[t])
+            h = torch.mul(out_gate[t], torch.tanh(c, out=tanh_c_[t]), out=outs[t + 1])
 
             # -- signal heads: d, u = sigmoid(.) (times the padding mask), v = tanh(.) --
             zs = signal_head(h)
@@ -101,26 +102,18 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 du = du * live_[t]
             d, u = du[:, :ends], du[:, ends:]
 
-            # -- memory --
+            # -- memory: the same step as the readable memories (pipeline.memory.steps) --
             if ends == 1:  # Stack (eq. 1-3) or Queue (eq. 1, 4, 5)
-                values[:, t] = v
-                s_popped, pop_trace = pop_forward(s, u[:, 0], from_top)
-                s = torch.cat([s_popped, d], dim=-1)
-                r, read_trace = read_forward(s, values[:, : t + 1], from_top)
+                values[:, t] = v  # eq. 1
+                r, s, trace = single_ended_step(s, d[:, 0], u[:, 0], values[:, : t + 1], from_top)
                 reads[t + 1].copy_(r)
-                traces.append((pop_trace, read_trace))
             else:  # DeQue (eq. 6-11); rows lo..hi-1 are live, bottom rows grow downwards from the middle
                 lo, hi = L - 1 - t, L + t + 1
-                values[:, lo] = v[:, m:]
+                values[:, lo] = v[:, m:]  # eq. 6
                 values[:, hi - 1] = v[:, :m]
-                s_top, top_pop = pop_forward(s, u[:, 0], from_top=True)
-                s_both, bottom_pop = pop_forward(s_top, u[:, 1], from_top=False)
-                s = torch.cat([d[:, 1:], s_both, d[:, :1]], dim=-1)
-                rows = values[:, lo:hi]
-                r_top, top_read = read_forward(s, rows, from_top=True)
-                r_bot, bottom_read = read_forward(s, rows, from_top=False)
+                r_top, r_bot, s, trace = deque_step(s, d[:, 0], d[:, 1], u[:, 0], u[:, 1], values[:, lo:hi])
                 torch.cat([r_top, r_bot], dim=-1, out=reads[t + 1])
-                traces.append((top_pop, bottom_pop, top_read, bottom_read))
+            traces.append(trace)
 
         ctx.save_for_backward(w_all, w_sig, hx, acts, cells, tanh_c, sigs, values)
         ctx.live = live
@@ -138,15 +131,15 @@ class FusedMemoryLSTM(torch.autograd.Function):
         H = G // 4
         R, D = ends * m, 2 * ends
         E = hx.shape[-1] - R - H
-        f = dict(dtype=acts.dtype, device=acts.device)
+        like = dict(dtype=acts.dtype, device=acts.device)
 
         # The local derivatives of every position depend on the forward pass only: all positions at once, so the
         # loop below is a handful of operations per position.
-        i, fg, g, o = acts.view(L, B, 4, H).unbind(2)
-        gate_coef = torch.empty(L, B, 4, H, **f)  # ∂c_t/∂z for the i, f, g gates; ∂h_t/∂z for the o gate
-        torch.mul(g, i * (1 - i), out=gate_coef[:, :, 0])
-        torch.mul(cells[:-1], fg * (1 - fg), out=gate_coef[:, :, 1])
-        torch.mul(i, 1 - g * g, out=gate_coef[:, :, 2])
+        i, forget, cell_in, o = acts.view(L, B, 4, H).unbind(2)  # gate activations (i, f, g, o)
+        gate_coef = torch.empty(L, B, 4, H, **like)  # ∂c_t/∂z for the i, f, g gates; ∂h_t/∂z for the o gate
+        torch.mul(cell_in, i * (1 - i), out=gate_coef[:, :, 0])
+        torch.mul(cells[:-1], forget * (1 - forget), out=gate_coef[:, :, 1])
+        torch.mul(i, 1 - cell_in * cell_in, out=gate_coef[:, :, 2])
         torch.mul(tanh_c, o * (1 - o), out=gate_coef[:, :, 3])
         cell_coef = o * (1 - tanh_c * tanh_c)  # ∂h_t/∂c_t, from h_t = o tanh(c_t)
         sig_coef = torch.empty_like(sigs)  # d(signal)/d(pre-activation), with the padding mask on d and u
@@ -163,45 +156,32 @@ class FusedMemoryLSTM(torch.autograd.Function):
         g_z_all = torch.empty_like(acts)  # dL/d(gate pre-activations), every t: for w_all, bias, x
         g_sig_all = torch.empty_like(sigs)  # dL/d(signal pre-activations), every t: for w_sig, b_sig
         g_values = torch.zeros_like(values)  # dL/dV, accumulated from every read (eq. 15)
-        g_h = torch.zeros(B, H, **f)  # from step t+1 through the recurrence
-        g_c = torch.zeros(B, H, **f)
-        g_r = torch.zeros(B, R, **f)  # dL/dr_t from step t+1
+        g_h = torch.zeros(B, H, **like)  # from step t+1 through the recurrence
+        g_c = torch.zeros(B, H, **like)
+        g_r = torch.zeros(B, R, **like)  # dL/dr_t from step t+1
         g_s = None  # dL/ds_t from step t+1's pop
 
         # Per-position views, made once.
         g_z_, gate_coef_ = g_z_all.unbind(0), gate_coef.view(L, B, G).unbind(0)
         g_sig_, g_du_, g_dv_ = g_sig_all.unbind(0), g_sig_all[..., :D].unbind(0), g_sig_all[..., D:].unbind(0)
         sig_du_, sig_v_ = sig_coef[..., :D].unbind(0), sig_coef[..., D:].unbind(0)
-        cell_coef_, fg_, g_hs_ = cell_coef.unbind(0), fg.unbind(0), g_hs.unbind(0)
+        cell_coef_, forget_, g_hs_ = cell_coef.unbind(0), forget.unbind(0), g_hs.unbind(0)
 
         for t in range(L - 1, -1, -1):
-            # -- memory step t, backwards (appendix A) --
+            # -- memory step t, backwards (appendix A): the same adjoint as the readable memories' --
             if ends == 1:
-                pop_trace, read_trace = ctx.traces[t]
-                rows = values[:, : t + 1]
-                g_s_t = read_backward(g_r, read_trace, rows, from_top)
-                if g_s is not None:
-                    g_s_t += g_s
                 g_rows = g_values[:, : t + 1]
-                g_rows.addcmul_(read_trace.weights.unsqueeze(-1), g_r.unsqueeze(1))
+                g_s, g_d, g_u, _ = single_ended_step_backward(g_r, g_s, ctx.traces[t], values[:, : t + 1], g_rows,
+                                                              from_top, in_place=True)
                 g_v = g_rows[:, t]
-                g_s, g_u = pop_backward(g_s_t[:, :-1], pop_trace, from_top)
-                g_du = torch.stack([g_s_t[:, -1], g_u], dim=1)  # (d, u)
+                g_du = torch.stack([g_d, g_u], dim=1)  # (d, u)
             else:
-                top_pop, bottom_pop, top_read, bottom_read = ctx.traces[t]
                 lo, hi = L - 1 - t, L + t + 1
-                rows = values[:, lo:hi]
-                g_r_top, g_r_bot = g_r[:, :m], g_r[:, m:]
-                g_s_t = read_backward(g_r_top, top_read, rows, True) + read_backward(g_r_bot, bottom_read, rows, False)
-                if g_s is not None:
-                    g_s_t += g_s
                 g_rows = g_values[:, lo:hi]
-                g_rows.addcmul_(top_read.weights.unsqueeze(-1), g_r_top.unsqueeze(1))
-                g_rows.addcmul_(bottom_read.weights.unsqueeze(-1), g_r_bot.unsqueeze(1))
+                g_s, g_d_top, g_d_bot, g_u_top, g_u_bot, _ = deque_step_backward(
+                    g_r[:, :m], g_r[:, m:], g_s, ctx.traces[t], values[:, lo:hi], g_rows, in_place=True)
                 g_v = torch.cat([g_rows[:, -1], g_rows[:, 0]], dim=-1)  # (top, bottom)
-                g_s_top, g_u_bot = pop_backward(g_s_t[:, 1:-1], bottom_pop, from_top=False)
-                g_s, g_u_top = pop_backward(g_s_top, top_pop, from_top=True)
-                g_du = torch.stack([g_s_t[:, -1], g_s_t[:, 0], g_u_top, g_u_bot], dim=1)  # (d_top, d_bot, u_top, u_bot)
+                g_du = torch.stack([g_d_top, g_d_bot, g_u_top, g_u_bot], dim=1)
 
             # -- signal heads --
             torch.mul(g_du, sig_du_[t], out=g_du_[t])
@@ -211,7 +191,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
             # -- LSTM cell, backwards --
             g_c.addcmul_(g_h, cell_coef_[t])
             torch.mul(torch.cat([g_c, g_c, g_c, g_h], dim=1), gate_coef_[t], out=g_z_[t])
-            g_c.mul_(fg_[t])
+            g_c.mul_(forget_[t])
             g_rh = recurrent_t(g_z_[t])
             g_r, g_h = g_rh[:, :R], g_rh[:, R:]
 
