@@ -423,9 +423,9 @@ def test_deque_names_its_arguments():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(batch_size=0, width=3), "batch_size must be a positive int, got 0"),
-    (dict(batch_size=2, width=2.5), "width must be a positive int, got 2.5"),
-    (dict(batch_size=2, width=3, capacity=0), "capacity must be a positive int"),
+    (dict(batch_size=0, width=3), "batch_size must be an integer >= 1, got 0"),
+    (dict(batch_size=2, width=2.5), "width must be an integer >= 1, got 2.5"),
+    (dict(batch_size=2, width=3, capacity=0), "capacity .the number of steps to preallocate. must be an integer >= 1"),
 ])
 def test_bad_construction_is_refused(kwargs, message):
     for cls in (NeuralStack, NeuralQueue, NeuralDeQue):

@@ -36,7 +36,7 @@ def test_impossible_arguments_are_clear_errors(name):
     with pytest.raises(ValueError, match=r"unknown split 'valid'; choose from: train, test, long"):
         task.sample(rng, split="valid")
     for n in (0, -3, 2.5, True):
-        with pytest.raises(ValueError, match=r"positive integer, got"):
+        with pytest.raises(ValueError, match=r"the number of pairs must be an integer >= 1, got"):
             task.sample_batch(rng, "train", n)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 from torch.utils.data import IterableDataset
 
+from pipeline.checks import check_integer
 from pipeline.data.encoding import Batch, JointVocabulary, collate
 from pipeline.tasks import Pair, Task, check_split, get_task
 
@@ -23,16 +24,13 @@ class TrainingStream:
     def __init__(self, task: Task | str, seed: int, batch_size: int = 10, split: str = "train"):
         self.task = get_task(task) if isinstance(task, str) else task
         check_split(split)
-        for name, value, least in (("seed", seed, 0), ("batch_size", batch_size, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-                raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-        self.seed, self.batch_size, self.split = int(seed), int(batch_size), split
+        self.seed, self.batch_size = check_integer("seed", seed, 0), check_integer("batch_size", batch_size)
+        self.split = split
         self._tag = zlib.crc32(f"training-stream/{self.task.name}/{split}".encode())
 
     def batch(self, index: int) -> list[Pair]:
         """Batch number ``index`` (0-based); O(batch_size) work whatever the index."""
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
-            raise ValueError(f"batch index must be an integer >= 0, got {index!r}")
+        index = check_integer("batch index", index, 0)
         entropy = [self._tag, self.seed, self.batch_size, int(index)]
         rng = np.random.default_rng(np.random.SeedSequence(entropy))
         return self.task.sample_batch(rng, self.split, self.batch_size)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from pipeline.checks import check_integer
 from pipeline.memory.steps import SingleEndedStep
 
 DEFAULT_CAPACITY = 64  # steps preallocated when no capacity is given; the buffer doubles when full
@@ -75,15 +76,12 @@ def value_handle(like: Tensor, rows: int) -> Tensor:
 def check_capacity(capacity: int | None) -> int:
     if capacity is None:
         return DEFAULT_CAPACITY
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-        raise ValueError(f"capacity must be a positive int (the number of steps to preallocate), got {capacity!r}")
-    return capacity
+    return check_integer("capacity", capacity, 1, "the number of steps to preallocate")
 
 
 def check_sizes(batch_size: int, width: int) -> None:
-    for name, value in (("batch_size", batch_size), ("width", width)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_integer("batch_size", batch_size)
+    check_integer("width", width)
 
 
 class StepInputs:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.checks import check_integer
+
 # Inclusive source-length windows. "train" and "test" are the paper's two conditions (§4.1, §4.3); "long" is ours,
 # for accuracy-by-length curves beyond the test lengths.
 SPLITS: dict[str, tuple[int, int]] = {"train": (8, 64), "test": (65, 128), "long": (129, 256)}
@@ -28,9 +30,7 @@ def check_split(split: str) -> tuple[int, int]:
 
 
 def check_count(n: int) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"the number of pairs must be a positive integer, got {n!r}")
-    return int(n)
+    return check_integer("the number of pairs", n)
 
 
 class Task(abc.ABC):
