@@ -175,12 +175,15 @@ def evaluate(
     run_dir: Path = typer.Argument(..., help="A run directory written by `transduce train`."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best (the selected weights) or last."),
     greedy: bool = typer.Option(False, "--greedy", help="Decode step by step instead of one teacher-forced pass."),
+    accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
+                                                                                   "there is one)."),
 ) -> None:
     """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
     from pipeline.training.run import evaluate_run
 
     try:
-        typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy), indent=2))
+        typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value),
+                              indent=2))
     except ConfigError as error:
         _fail(error)
 
@@ -296,6 +299,8 @@ def inspect(
     source: str = typer.Option(None, "--source", help='A source given as tokens instead, e.g. "a3 a17 a5".'),
     format: TraceFormat = typer.Option(TraceFormat.png, "--format", help="png (a figure) or json (the numbers)."),
     out: Path = typer.Option(None, "--out", help="Output file (default: <run dir>/trace-<split>-<index>.<format>)."),
+    accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
+                                                                                   "there is one)."),
 ) -> None:
     """Draw what a trained model does with its memory on one greedily decoded sequence: push/pop, strengths and
     read weights per step, the predictions and their errors (a deep LSTM: tokens, predictions, errors)."""
@@ -303,7 +308,8 @@ def inspect(
     from pipeline.inspection import draw_trace, inspect_run, trace_json
 
     try:
-        trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None)
+        trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None,
+                            accelerator=accelerator.value)
     except ConfigError as error:
         _fail(error)
     name = "source" if source is not None else f"{split.value}-{index}"

@@ -239,13 +239,13 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
 
 
 def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", index: int = 0,
-                source: list[str] | None = None, cache_dir: Path | None = None) -> Trace:
+                source: list[str] | None = None, cache_dir: Path | None = None, accelerator: str = "cpu") -> Trace:
     """Trace one sequence of a run: ``source`` tokens if given, else pair ``index`` of the cached ``split`` set."""
     from pipeline.config import ConfigError
     from pipeline.data.cache import load_eval_set
     from pipeline.training.run import load_run
 
-    module = load_run(run_dir, checkpoint)
+    module = load_run(run_dir, checkpoint, accelerator)
     if source is not None:
         words = {w: i for i, w in enumerate(module.task.source_vocab)}
         unknown = [w for w in source if w not in words]

@@ -48,3 +48,20 @@ def test_the_benchmark_step_runs_on_the_gpu():
 
     TrainingStep("stack", 64, 20, device="cuda")()
     assert cuda_peak_memory_mb("stack", 64, 20) > 0
+
+
+def test_evaluation_and_inspection_run_on_the_gpu(tmp_path):
+    from pipeline.inspection import inspect_run
+    from pipeline.training.run import evaluate_run, train
+
+    config = from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack", "hidden": 16, "memory_width": 8,
+                                                                 "embedding": 8},
+                                   "training": {"max_batches": 10, "eval_every": 10, "eval_size": 10,
+                                                "test_eval_size": 10, "final_eval_size": 10, "perplexity_every": 10},
+                                   "tracking": {"wandb": "off"}})
+    train(config, tmp_path / "run", progress=False, accelerator="cpu")
+    on_cpu = evaluate_run(tmp_path / "run", splits=("train",))
+    on_gpu = evaluate_run(tmp_path / "run", splits=("train",), accelerator="cuda")
+    assert abs(on_gpu["train"]["fine"] - on_cpu["train"]["fine"]) < 0.01
+    trace = inspect_run(tmp_path / "run", index=0, accelerator="cuda")
+    assert len(trace.strengths) == len(trace.tokens)

@@ -203,3 +203,12 @@ def test_run_directories_of_an_older_id_scheme_are_adopted(tmp_path):
     (tmp_path / "runs" / "unrelated").mkdir()
     assert adopt_renamed_runs(sweep, tmp_path / "runs") == [(old.name, run.run_id())]
     assert (tmp_path / "runs" / run.run_id() / "config.yaml").is_file() and (tmp_path / "runs" / "unrelated").is_dir()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal where there is no GPU")
+def test_asking_for_cuda_without_one_is_a_one_line_error(tmp_path):
+    train(tiny(max_batches=10), tmp_path / "run", progress=False)
+    for command in (["evaluate", str(tmp_path / "run"), "--accelerator", "cuda"],
+                    ["inspect", str(tmp_path / "run"), "--accelerator", "cuda"]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2 and "torch sees no CUDA device" in result.output, result.output

@@ -274,8 +274,20 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     }
 
 
-def load_run(run_dir: Path, checkpoint: str = "best") -> TransductionModule:
-    """The module of a run directory with the weights of ``checkpoint`` ("best" or "last")."""
+def resolve_device(accelerator: str = "auto") -> torch.device:
+    """``auto``: a GPU when torch sees one, else the CPU; ``cpu`` / ``cuda``: that (refused if absent)."""
+    if accelerator not in ACCELERATORS:
+        raise ConfigError(f"accelerator must be one of {', '.join(ACCELERATORS)}; got {accelerator!r}")
+    if accelerator == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("accelerator 'cuda' was asked for, but torch sees no CUDA device (a CPU-only torch build, "
+                          "or no GPU)")
+    return torch.device("cuda" if accelerator != "cpu" and torch.cuda.is_available() else "cpu")
+
+
+def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") -> TransductionModule:
+    """The module of a run directory with the weights of ``checkpoint`` ("best" or "last"), on ``accelerator``'s
+    device (see :func:`resolve_device`)."""
+    device = resolve_device(accelerator)
     run_dir = Path(run_dir)
     config_file = run_dir / "config.yaml"
     if not config_file.is_file():
@@ -287,15 +299,15 @@ def load_run(run_dir: Path, checkpoint: str = "best") -> TransductionModule:
         raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
     module = TransductionModule.from_config(from_dict(RunConfig, yaml.safe_load(config_file.read_text())))
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["state_dict"])
-    return module
+    return module.to(device)
 
 
 def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...] = EVAL_SPLITS, *,
-                 greedy: bool = False, cache_dir: Path | None = None) -> dict:
+                 greedy: bool = False, cache_dir: Path | None = None, accelerator: str = "cpu") -> dict:
     """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}. ``greedy`` decodes
     step by step (slow) instead of reading the same numbers off one teacher-forced pass."""
     configure_cpu_process()
-    module = load_run(run_dir, checkpoint)
+    module = load_run(run_dir, checkpoint, accelerator)
     out = {}
     for split in splits:
         pairs = load_eval_set(module.config.task, split, cache_dir).pairs
