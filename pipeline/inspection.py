@@ -166,7 +166,7 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.ends]) if trace.ends else []
     rows = 2 * steps if len(trace.ends) == 2 else steps
     # heatmaps get about one pixel per memory row (at the dpi below), so that a single row stays visible
-    heights = [1.2] + [1.4 if p == "signals" else max(2.6, rows / 110) for p in memory_panels]
+    heights = [1.2] + [1.4 if p == "signals" else min(6.0, max(2.6, rows / 110)) for p in memory_panels]
     fig, axes = plt.subplots(len(heights), 1, figsize=(14, sum(heights) + 1.2), sharex=True,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes[:, 0]
