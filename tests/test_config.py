@@ -1,6 +1,7 @@
 """Typed configs: unknown keys, wrong types and bad values are refused with the key's path, before any compute."""
 
 import pytest
+import yaml
 
 from pipeline.config import ConfigError, RunConfig, from_dict, load_yaml, resolve_run_config, to_dict
 from pipeline.paths import CONFIG_DIR
@@ -11,6 +12,12 @@ def test_defaults_are_the_paper_settings_and_configs_run_yaml_lists_them():
     assert (config.model.hidden, config.model.memory_width, config.model.embedding) == (256, 256, 64)
     assert (config.training.batch_size, config.training.clip, config.model.pop_bias) == (10, 1.0, -1.0)
     assert to_dict(resolve_run_config(CONFIG_DIR / "run.yaml")) == to_dict(config)
+    # ... every key of the config, so that the file documents all of them
+    listed = yaml.safe_load((CONFIG_DIR / "run.yaml").read_text())
+    for section, values in to_dict(config).items():
+        if isinstance(values, dict):
+            missing = set(values) ^ set(listed[section])
+            assert not missing, f"configs/run.yaml, {section}: {missing}"
 
 
 @pytest.mark.parametrize("data, message", [
