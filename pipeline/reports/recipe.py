@@ -31,7 +31,7 @@ LEARNED_COARSE = 0.99  # training coarse accuracy at which a run counts as havin
 MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")
                   for signal in ("push", "pop")]
 RUN_COLUMNS = ["task", "model", "choice", "lr", "seed", "state", "batches", "max_batches", "learned_at",
-               "train_perplexity", *MEMORY_COLUMNS, "run_id"]
+               "train_perplexity", *MEMORY_COLUMNS, "run_id", "commits"]
 
 
 def labelled_runs(sweep: SweepConfig) -> list[tuple[str, object]]:
@@ -59,6 +59,12 @@ def _last(rows: list[dict], column: str) -> float:
     return math.nan
 
 
+def _commits(run_dir: Path) -> str:
+    """The commits a run was trained at, oldest first (``commits.txt``)."""
+    file = run_dir / "commits.txt"
+    return " ".join(file.read_text().split()) if file.exists() else ""
+
+
 def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     """One row per run of the study's grid (see :data:`RUN_COLUMNS`), read off its directory."""
     choices = {run.run_id(): choice for choice, run in labelled_runs(sweep)}
@@ -74,7 +80,8 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
         rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,
                          seed=run.training.seed, state=status.state, batches=status.batches_done,
                          max_batches=run.training.max_batches, learned_at=learned_at(log),
-                         train_perplexity=_last(log, "train/perplexity"), **memory, run_id=run.run_id()))
+                         train_perplexity=_last(log, "train/perplexity"), **memory, run_id=run.run_id(),
+                         commits=_commits(status.run_dir)))
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
@@ -121,8 +128,8 @@ def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: P
     counts = runs.state.value_counts()
     lines = [f"# Study: `{sweep.name}`", "",
              provenance(command) + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
-             f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder; every run's own commit is in its "
-             "`commits.txt`.", "", sweep.description.strip(), "",
+             f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder. The commit(s) each run was trained at "
+             "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",
              f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
              f"A run has learned at the first evaluation where its coarse accuracy on fresh training-length "
              f"sequences reaches {LEARNED_COARSE}; it then stops. *done* counts seeds that finished or learned. "
