@@ -33,7 +33,7 @@ from pipeline.config import ModelConfig
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, build_model
 from pipeline.provenance import provenance
-from pipeline.runtime import configure_cpu_process
+from pipeline.runtime import configure_cpu_process, resolve_device
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
 YARDSTICK = "nn.LSTM"
@@ -198,9 +198,7 @@ def run_benchmark(rounds: int = DEFAULT_ROUNDS, out_dir: Path | None = None, ech
         raise ValueError(f"rounds must be at least 7 (the median of at least 7 rounds), got {rounds}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA device (a CPU-only torch build, or "
-                         "no GPU): install a CUDA build of torch 2.13.0 as the README's GPU section says")
+    resolve_device(device)  # cuda where torch sees none: refused, as everywhere
     configure_cpu_process()  # as a training process does
     made_by = provenance(command)  # the code that runs, before this run's own reports change the working tree
     started = time.perf_counter()

@@ -10,8 +10,8 @@ import pandas as pd
 import yaml
 
 from pipeline.config import ConfigError, RunConfig, from_dict
-from pipeline.files import read_complete_rows
 from pipeline.sweep.status import run_state
+from pipeline.training.results import last_logged, logged_rows
 
 RUN_STATES = ("finished", "pruned", "running", "failed", "interrupted", "not started")
 COLUMNS = ["id", "task", "model", "hidden", "lr", "seed", "status", "batches", "train_perplexity", "train_coarse",
@@ -31,15 +31,10 @@ def run_row(config: RunConfig, run_dir: Path) -> dict:
         r = json.loads(results.read_text())
         row.update(batches=r["batches"], train_perplexity=r["train_perplexity"],
                    **{k: r[k] for k in ("train_coarse", "train_fine", "test_coarse", "test_fine")})
-    elif (run_dir / "metrics.csv").exists():
-        _, rows = read_complete_rows(run_dir / "metrics.csv")
-        for logged in rows:
-            row["batches"] = int(logged["step"])
-            for key, column in (("train_perplexity", "train/perplexity"), ("train_coarse", "train/coarse"),
-                                ("train_fine", "train/fine"), ("test_coarse", "test/coarse"),
-                                ("test_fine", "test/fine")):
-                if logged.get(column) not in (None, ""):
-                    row[key] = float(logged[column])
+    elif rows := logged_rows(run_dir):  # not done yet: the last values it logged
+        row["batches"] = int(rows[-1]["step"])
+        for key in ("train_perplexity", "train_coarse", "train_fine", "test_coarse", "test_fine"):
+            row[key] = last_logged(rows, key.replace("_", "/", 1))
     return row
 
 

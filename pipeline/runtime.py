@@ -1,4 +1,5 @@
-"""How every training, evaluation and benchmark process sets up the CPU it runs on.
+"""How every training, evaluation and benchmark process sets up the machine it runs on: the device it asks for
+(:func:`resolve_device`), and on a CPU the following.
 
 * **One torch thread.** Two threads are unstable on the 2-core machines this was built on, and two single-thread
   processes (the sweep's local pool) use both cores better than one process with two threads.
@@ -20,6 +21,8 @@ import ctypes.util
 import sys
 
 import torch
+
+from pipeline.config import ConfigError
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 MMAP_THRESHOLD = 32 << 20  # glibc's largest accepted value on 64-bit systems
@@ -44,3 +47,16 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+ACCELERATORS = ("auto", "cpu", "cuda")
+
+
+def resolve_device(accelerator: str = "auto") -> torch.device:
+    """``auto``: a GPU when torch sees one, else the CPU; ``cpu`` / ``cuda``: that (refused if absent)."""
+    if accelerator not in ACCELERATORS:
+        raise ConfigError(f"accelerator must be one of {', '.join(ACCELERATORS)}; got {accelerator!r}")
+    if accelerator == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("accelerator 'cuda' was asked for, but torch sees no CUDA device (a CPU-only torch build, "
+                          "or no GPU)")
+    return torch.device("cuda" if accelerator != "cpu" and torch.cuda.is_available() else "cpu")

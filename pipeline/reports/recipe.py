@@ -22,12 +22,12 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import SweepConfig, config_hash, to_dict
-from pipeline.files import atomic_write_text, read_complete_rows
+from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES
 from pipeline.provenance import provenance
 from pipeline.sweep import sweep_root, sweep_status
+from pipeline.training.results import LEARNED_COARSE, last_logged, logged_rows, logged_values
 
-LEARNED_COARSE = 0.99  # training coarse accuracy at which a run counts as having learned its task
 MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")
                   for signal in ("push", "pop")]
 RUN_COLUMNS = ["task", "model", "choice", "lr", "seed", "state", "batches", "max_batches", "learned_at",
@@ -45,18 +45,7 @@ def labelled_runs(sweep: SweepConfig) -> list[tuple[str, object]]:
 
 def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | None:
     """The first evaluation step whose training coarse accuracy reaches ``threshold``; None if none does."""
-    for row in rows:
-        value = row.get("train/coarse")
-        if value not in (None, "") and float(value) >= threshold:
-            return int(row["step"])
-    return None
-
-
-def _last(rows: list[dict], column: str) -> float:
-    for row in reversed(rows):
-        if row.get(column) not in (None, ""):
-            return float(row[column])
-    return math.nan
+    return next((step for step, coarse in logged_values(rows, "train/coarse") if coarse >= threshold), None)
 
 
 def _commits(run_dir: Path) -> str:
@@ -71,16 +60,15 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
     rows = []
     for status in sweep_status(sweep, runs_root):
         run = status.config
-        metrics = status.run_dir / "metrics.csv"
-        log = read_complete_rows(metrics)[1] if metrics.exists() else []
+        log = logged_rows(status.run_dir)
         # the DeQue logs memory/push_source_top and _bottom; one-ended memories memory/push_source
         deque = run.model.name == "deque"
-        memory = {name: _last(log, "memory/" + (name if name.endswith("_bottom") or not deque else name + "_top"))
+        memory = {name: last_logged(log, "memory/" + (name if name.endswith("_bottom") or not deque else name + "_top"))
                   for name in MEMORY_COLUMNS}
         rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,
                          seed=run.training.seed, state=status.state, batches=status.batches_done,
                          max_batches=run.training.max_batches, learned_at=learned_at(log),
-                         train_perplexity=_last(log, "train/perplexity"), **memory, run_id=run.run_id(),
+                         train_perplexity=last_logged(log, "train/perplexity"), **memory, run_id=run.run_id(),
                          commits=_commits(status.run_dir)))
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 

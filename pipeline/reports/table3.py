@@ -22,17 +22,15 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash
-from pipeline.files import read_complete_rows
 from pipeline.models import DISPLAY_NAMES
 from pipeline.reports.published import table3 as published_table3
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
-from pipeline.training.results import stop_reason
+from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values, stop_reason
 from pipeline.training.run import run_identity
 from pipeline.training.stopping import still_improving
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
-LEARNED_COARSE = 0.99  # a run whose selected checkpoint reaches this training coarse accuracy has learned its task
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
@@ -43,15 +41,6 @@ TABLE3_COLUMNS = (
     + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
        "median_batches_to_converge", "verdict", "evidence", "run_id", "commit"]
 )
-
-
-def perplexities(run_dir: Path) -> list[float]:
-    """The training perplexity windows a run logged, in order."""
-    metrics = run_dir / "metrics.csv"
-    if not metrics.exists():
-        return []
-    _, rows = read_complete_rows(metrics)
-    return [float(r["train/perplexity"]) for r in rows if r.get("train/perplexity") not in (None, "")]
 
 
 def setting_of(run) -> str:
@@ -71,7 +60,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    state=status.state,
                    batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
                    **{m: math.nan for m in METRICS}, learned=False,
-                   still_improving=still_improving(perplexities(status.run_dir)), run_id=run.run_id(), commit="")
+                   still_improving=still_improving([p for _, p in logged_values(logged_rows(status.run_dir),
+                                                                                   "train/perplexity")]),
+                   run_id=run.run_id(), commit="")
         if status.state in DONE:
             results = json.loads((status.run_dir / "results.json").read_text())
             row.update(batches=results["batches"], stop_reason=stop_reason(results),

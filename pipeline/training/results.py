@@ -18,3 +18,29 @@ def stop_reason(results: dict) -> str:
     if "stop_reason" in results:
         return results["stop_reason"]
     return "converged" if results.get("stopped_early") else "budget"
+
+
+# -- what a run logged (metrics.csv), for reports and listings ---------------------------------------------------
+
+LEARNED_COARSE = 0.99  # the training coarse accuracy at which a run counts as having learned its task
+
+
+def logged_rows(run_dir) -> list[dict]:
+    """The rows of a run's ``metrics.csv`` (none if it has not logged yet), a cut-off last line ignored."""
+    from pathlib import Path
+
+    from pipeline.files import read_complete_rows
+
+    metrics = Path(run_dir) / "metrics.csv"
+    return read_complete_rows(metrics)[1] if metrics.exists() else []
+
+
+def logged_values(rows: list[dict], column: str) -> list[tuple[int, float]]:
+    """(step, value) of every row that logged ``column``, in order."""
+    return [(int(row["step"]), float(row[column])) for row in rows if row.get(column) not in (None, "")]
+
+
+def last_logged(rows: list[dict], column: str) -> float:
+    """The last value logged in ``column``; NaN if none."""
+    values = logged_values(rows, column)
+    return values[-1][1] if values else float("nan")

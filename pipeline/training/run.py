@@ -34,14 +34,13 @@ from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy
 from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
-from pipeline.runtime import configure_cpu_process
+from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import REOPEN_MARKER, TrainingMonitor
 from pipeline.training.results import results_cover, stop_reason
 
 EVAL_SPLITS = ("train", "test", "long")
-ACCELERATORS = ("auto", "cpu", "cuda")
 
 
 def run_directory(config: RunConfig, runs_root: Path = RUNS_DIR) -> Path:
@@ -146,8 +145,7 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     ``reopen``. A directory that has logged batches but lost ``last.ckpt`` is refused unless ``restart``, which
     trains the run again from batch 0 (its metrics, checkpoints and results are replaced)."""
     config.validate()
-    if accelerator not in ACCELERATORS:
-        raise ConfigError(f"accelerator must be one of {', '.join(ACCELERATORS)}; got {accelerator!r}")
+    resolve_device(accelerator)  # an unknown accelerator, or cuda where there is none: refused before any work
     run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     if restart:
@@ -272,16 +270,6 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
     }
-
-
-def resolve_device(accelerator: str = "auto") -> torch.device:
-    """``auto``: a GPU when torch sees one, else the CPU; ``cpu`` / ``cuda``: that (refused if absent)."""
-    if accelerator not in ACCELERATORS:
-        raise ConfigError(f"accelerator must be one of {', '.join(ACCELERATORS)}; got {accelerator!r}")
-    if accelerator == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("accelerator 'cuda' was asked for, but torch sees no CUDA device (a CPU-only torch build, "
-                          "or no GPU)")
-    return torch.device("cuda" if accelerator != "cpu" and torch.cuda.is_available() else "cpu")
 
 
 def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") -> TransductionModule:
