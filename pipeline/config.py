@@ -156,13 +156,17 @@ class RunConfig:
         self.model.validate(_join(path, "model"))
         self.training.validate(_join(path, "training"))
 
+    def identity(self) -> dict:
+        """Everything that changes the result, except the budget: a run trained longer is the same run extended
+        (``max_batches`` raised later resumes it). Tracking settings change nothing either. Two configs with one
+        identity are one run."""
+        training = {k: v for k, v in to_dict(self.training).items() if k != "max_batches"}
+        return {"task": self.task, "model": to_dict(self.model), "training": training}
+
     def run_id(self) -> str:
-        """A readable id plus a hash of everything that changes the result, except the budget: a run trained
-        longer is the same run extended (``max_batches`` raised later resumes it), and tracking settings."""
+        """A readable id plus a hash of :meth:`identity`."""
         m, t = self.model, self.training
-        training = {k: v for k, v in to_dict(t).items() if k != "max_batches"}
-        digest = config_hash({"task": self.task, "model": to_dict(m), "training": training})
-        return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{digest}"
+        return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{config_hash(self.identity())}"
 
 
 # Where each grid axis, and each `transduce train` option, sits in a run config: one table for both.

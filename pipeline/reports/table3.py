@@ -27,7 +27,6 @@ from pipeline.reports.published import table3 as published_table3
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values, stop_reason
-from pipeline.training.run import run_identity
 from pipeline.training.stopping import still_improving
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
@@ -45,7 +44,7 @@ TABLE3_COLUMNS = (
 
 def setting_of(run) -> str:
     """A short hash of everything about a run but its seed and budget: runs with one setting are seeds of it."""
-    identity = run_identity(run)
+    identity = run.identity()
     identity["training"] = {k: v for k, v in identity["training"].items() if k != "seed"}
     return config_hash(identity, length=6)
 

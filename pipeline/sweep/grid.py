@@ -49,7 +49,6 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
 
     from pipeline.config import RunConfig, from_dict
     from pipeline.sweep.locks import is_locked
-    from pipeline.training.run import run_identity
 
     root = sweep_root(sweep, runs_root)
     wanted = {run.run_id(): run for run in sweep.runs()}
@@ -65,7 +64,7 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
         except Exception:  # not a run directory of ours: leave it alone
             continue
         run = wanted.get(stored.run_id())
-        if run is None or run_identity(run) != run_identity(stored) or (root / stored.run_id()).exists():
+        if run is None or run.identity() != stored.identity() or (root / stored.run_id()).exists():
             continue
         directory.rename(root / stored.run_id())
         renamed.append((directory.name, stored.run_id()))

@@ -54,7 +54,7 @@ def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
     config_file = run_dir / "config.yaml"
     if config_file.exists():
         existing = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
-        if run_identity(existing) != run_identity(config):
+        if existing.identity() != config.identity():
             raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
                               f"use another directory for {config.run_id()}")
         if existing.training.max_batches == config.training.max_batches:
@@ -63,13 +63,6 @@ def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
         return "budget changed"
     atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
     return "new"
-
-
-def run_identity(config: RunConfig) -> dict:
-    data = to_dict(config)
-    data["tracking"] = None
-    data["training"] = {k: v for k, v in data["training"].items() if k != "max_batches"}
-    return data
 
 
 class RunProgressBar(RichProgressBar):
