@@ -90,12 +90,12 @@ def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[
 
 
 def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[float]] | None = None) -> str:
-    """'12 finished, 2 running, 0 failed, 21 to go; at most ~1.4 h left' (early stops make it an upper bound)."""
+    """'12 finished, 2 running, 0 failed, 21 to go; at most ~1.4 h left' (early stops make it an upper bound);
+    pruned runs are counted after the finished ones when there are any."""
     counts = Counter(s.state for s in statuses)
     to_go = counts["interrupted"] + counts["pending"]
-    line = f"{counts['finished']} finished, {counts['running']} running, {counts['failed']} failed, {to_go} to go"
-    if counts["pruned"]:
-        line = f"{counts['finished']} finished, {counts['pruned']} pruned, " + line.split(", ", 1)[1]
+    parts = [f"{counts['finished']} finished"] + ([f"{counts['pruned']} pruned"] if counts["pruned"] else [])
+    line = ", ".join(parts + [f"{counts['running']} running", f"{counts['failed']} failed", f"{to_go} to go"])
     eta = estimate_seconds_left(statuses, workers, measured)
     if counts["running"] + to_go:
         line += "; time left: estimating" if eta is None else f"; at most ~{_duration(eta)} left"

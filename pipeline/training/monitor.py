@@ -158,8 +158,6 @@ class TrainingMonitor(L.Callback):
             logger.log_metrics({**metrics, **extra}, step=step)
             logger.save()
 
-    # -- pieces -----------------------------------------------------------------------------------------------------
-
     def _evaluate(self, trainer: L.Trainer, module, step: int, progress_bar: bool = True) -> dict:
         t = module.config.training
         vocab: JointVocabulary = module.vocab
