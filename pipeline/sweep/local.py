@@ -30,6 +30,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     children: dict[subprocess.Popen, tuple[Path, float, int]] = {}  # child -> (run dir, start time, batches then)
     measured: dict[str, list[float]] = {}  # model -> wall seconds per batch of whole worker processes
     logs = {}
+    dies_with_sweep = die_with_parent()  # run in each child between fork and exec
 
     def stop_children(signum, frame):  # a polite stop of the sweep stops its runs; they resume next time
         for child in children:
@@ -47,7 +48,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 logs[run_dir] = open(run_dir / "train.log", "a")
                 child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", str(run_dir)], env=env,
                                          stdout=logs[run_dir], stderr=subprocess.STDOUT,
-                                         preexec_fn=die_with_parent())
+                                         preexec_fn=dies_with_sweep)
                 children[child] = (run_dir, time.monotonic(), before)
             time.sleep(poll_seconds)
             changed = False
