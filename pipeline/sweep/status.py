@@ -25,7 +25,7 @@ from pipeline.config import RunConfig, SweepConfig
 from pipeline.files import read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.sweep.locks import is_locked, lock_owner
-from pipeline.training.results import results_cover, stop_reason
+from pipeline.training.results import logged_rows, results_cover, stop_reason
 
 STATES = ("finished", "pruned", "failed", "running", "interrupted", "pending")
 DONE = ("finished", "pruned")  # nothing left to train
@@ -70,12 +70,10 @@ def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunSta
     if active and state in ("pending", "interrupted"):
         state = "running"
     done, seconds = 0, 0.0
-    metrics = run_dir / "metrics.csv"
-    if metrics.exists():
-        _, rows = read_complete_rows(metrics)
-        if rows:
-            done = int(rows[-1]["step"])
-            seconds = float(rows[-1].get("time/elapsed_s") or 0.0)  # where runs before timings.csv kept it
+    rows = logged_rows(run_dir)
+    if rows:
+        done = int(rows[-1]["step"])
+        seconds = float(rows[-1].get("time/elapsed_s") or 0.0)  # where runs before timings.csv kept it
     timings = run_dir / "timings.csv"
     if timings.exists():
         _, rows = read_complete_rows(timings)
