@@ -9,7 +9,7 @@ import yaml
 from pipeline.config import ConfigError, RunConfig, from_dict
 from pipeline.sweep import load_sweep, run_local, sweep_status
 from pipeline.training.run import train
-from pipeline.training.stopping import describe, plateau_stall, should_prune, still_improving
+from pipeline.training.stopping import counts_toward_plateau, describe, plateau_stall, should_prune, still_improving
 
 NAN = math.nan
 
@@ -40,11 +40,22 @@ def test_plateau_stall_counts_evaluations_without_a_real_improvement():
     assert history == [(100.0, 0), (50.0, 0), (49.9, 1), (49.8, 2), (40.0, 0), (40.0, 1), (40.0, 2)]
 
 
+def test_the_plateau_rule_waits_for_the_last_pruning_checkpoint():
+    # a memory model on its initial plateau is the pruning rule's to judge; without pruning, every evaluation counts
+    assert [counts_toward_plateau(step, (2000, 4000)) for step in (500, 2000, 3500, 4000, 4500)] == [
+        False, False, False, True, True]
+    assert counts_toward_plateau(500, ())
+
+
 def test_still_improving_looks_at_the_last_windows():
     assert still_improving([30, 25, 20, 18, 16, 14, 12.0])
-    assert not still_improving([30, 10, 5.0, 5.0, 5.0, 5.0, 5.0, 4.99])
+    assert not still_improving([30, 10] + [5.0] * 20 + [4.99])  # fell long ago, flat over its last 2,000 batches
     assert not still_improving([NAN])
     assert still_improving([10.0, NAN, 8.0])
+    # one lucky last window does not make a flat run "still improving": means over spans, not single windows
+    flat_noisy = [20.0, 21.0] * 10 + [19.0]
+    assert not still_improving(flat_noisy)
+    assert still_improving([20.0 * 0.99 ** i for i in range(40)])  # 1% per window: ~10% per 1,000 batches
 
 
 def test_prune_checkpoints_are_validated():
@@ -56,7 +67,7 @@ def test_prune_checkpoints_are_validated():
         from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
     text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
     assert "pruned at batch 2,000 if training perplexity > 0.5 × its first window's" in text
-    assert "plateau once training perplexity has not improved by 1% for 3 evaluations" in text
+    assert "plateau once training perplexity has not improved by 1% for 3 evaluations (counted from batch 2,000)" in text
 
 
 def tiny_profile(tmp_path, **training):

@@ -114,7 +114,8 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     elif stop == "plateau":
         text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
     else:
-        trend = "still falling" if selected.still_improving else "flat over its last windows"
+        trend = ("still falling (last 1,000 batches > 1% below the 1,000 before)" if selected.still_improving
+                 else "flat (last 1,000 batches within 1% of the 1,000 before)")
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"

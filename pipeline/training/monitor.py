@@ -29,7 +29,7 @@ from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
 from pipeline.files import atomic_write_text
 from pipeline.tasks import Pair, Task
-from pipeline.training.stopping import plateau_stall, should_prune
+from pipeline.training.stopping import counts_toward_plateau, plateau_stall, should_prune
 
 REOPEN_MARKER = ".reopen"  # in a run directory: continue the run although its checkpoint says it stopped
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
@@ -179,8 +179,9 @@ class TrainingMonitor(L.Callback):
             trainer.save_checkpoint(self.best_path, weights_only=True)
 
         self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
-        self.best_perplexity, self.plateau_stall = plateau_stall(self.best_perplexity, self.plateau_stall,
-                                                                 self.last_perplexity, t.plateau_tolerance)
+        if counts_toward_plateau(step, t.prune_at):
+            self.best_perplexity, self.plateau_stall = plateau_stall(self.best_perplexity, self.plateau_stall,
+                                                                     self.last_perplexity, t.plateau_tolerance)
         if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
             self._stop(trainer, "converged")
         elif t.plateau_patience and self.plateau_stall >= t.plateau_patience:

@@ -5,7 +5,10 @@ A run ends for one of :data:`STOP_REASONS`:
 * ``converged``: training coarse accuracy has been at least ``early_stop_coarse`` (1.0) for ``early_stop_patience``
   evaluations in a row;
 * ``plateau``: its training perplexity has not improved on its best by more than ``plateau_tolerance`` (relative)
-  for ``plateau_patience`` evaluations in a row: trained to convergence, whatever its accuracy;
+  for ``plateau_patience`` evaluations in a row: trained to convergence, whatever its accuracy. Where the run has
+  pruning checkpoints, only evaluations from the last of them on count: before it, a memory model sitting on its
+  initial plateau is the pruning rule's to judge (memory models leave that plateau abruptly, after up to a few
+  thousand batches, and the plateau rule would stop them first);
 * ``pruned``: at one of the batches listed in ``prune_at``, its training perplexity was still above
   ``prune_ratio`` × its first window's: still on the initial plateau, so the budget goes to runs that are learning.
   A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
@@ -43,13 +46,24 @@ def plateau_stall(best: float, stall: int, perplexity: float, tolerance: float) 
     return min(best, perplexity), stall + 1
 
 
-def still_improving(perplexities: Sequence[float], window: int = 5, tolerance: float = 0.01) -> bool:
-    """Whether a run's training perplexity was still falling at its end: the last value more than ``tolerance``
-    (relative) below the one ``window`` windows earlier. What makes a run that hit its cap *budget-limited*."""
+def counts_toward_plateau(step: int, prune_at: Sequence[int]) -> bool:
+    """Whether the evaluation at ``step`` counts for the plateau rule: from the last pruning checkpoint on."""
+    return step >= max(prune_at, default=0)
+
+
+def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: float = 0.01) -> bool:
+    """Whether a run's training perplexity was still falling at its end: the mean of its last ``window`` windows
+    more than ``tolerance`` (relative) below the mean of the ``window`` before them (with the paper's 100-batch
+    windows: the last 1,000 batches against the 1,000 before). Means, not single windows, so that one noisy window
+    decides nothing. A run too short for two full spans compares the halves of its log. What makes a run that hit
+    its cap *budget-limited*."""
     values = [p for p in perplexities if not math.isnan(p)]
-    if len(values) <= window:
-        return len(values) >= 2 and values[-1] < values[0] * (1 - tolerance)
-    return values[-1] < values[-1 - window] * (1 - tolerance)
+    span = min(window, len(values) // 2)
+    if span == 0:
+        return False
+    recent = sum(values[-span:]) / span
+    before = sum(values[-2 * span:-span]) / span
+    return recent < before * (1 - tolerance)
 
 
 def describe(training) -> str:
@@ -59,8 +73,9 @@ def describe(training) -> str:
         parts.append(f"converged once training coarse >= {training.early_stop_coarse:g} for "
                      f"{training.early_stop_patience} evaluations")
     if training.plateau_patience:
+        after = f" (counted from batch {max(training.prune_at):,})" if training.prune_at else ""
         parts.append(f"plateau once training perplexity has not improved by {training.plateau_tolerance:.0%} for "
-                     f"{training.plateau_patience} evaluations")
+                     f"{training.plateau_patience} evaluations{after}")
     if training.prune_at:
         parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
                      f"> {training.prune_ratio:g} × its first window's")
