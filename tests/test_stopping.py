@@ -67,7 +67,8 @@ def test_prune_checkpoints_are_validated():
         from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
     text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
     assert "pruned at batch 2,000 if training perplexity > 0.5 × its first window's" in text
-    assert "plateau once training perplexity has not improved by 1% for 3 evaluations (counted from batch 2,000)" in text
+    assert ("plateau once training perplexity has not improved by 1% for 3 evaluations (counted from batch 2,000)"
+            in text)
 
 
 def tiny_profile(tmp_path, **training):
