@@ -110,7 +110,13 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack"), tasks=("copy", "reversal"), max_batches=10)
     sweep = load_sweep(path)
     assert [s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)] == ["finished"] * 4
-    readme = write_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest")
+    # a documented experiment kept outside the profile (a cell trained longer) is linked from its cell's row
+    experiment = tmp_path / "experiments" / "lstm1-copy-long"
+    experiment.mkdir(parents=True)
+    (experiment / "results.json").write_text(json.dumps(dict(task="copy", model="lstm1", batches=60000,
+                                                             stop_reason="budget", train_coarse=0.5, test_coarse=0.0)))
+    readme = write_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest",
+                          experiments_dir=tmp_path / "experiments")
     with open(tmp_path / "out" / "table3.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == list(TABLE3_COLUMNS) and len(rows) == 35  # every cell of the paper's Table 3
@@ -125,6 +131,9 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert "4 finished" in text and (tmp_path / "out" / "convergence_copy.png").is_file()
     assert (tmp_path / "out" / "all_runs.csv").read_text().count("\n") == 5
     assert (tmp_path / "out" / "traces" / "copy_stack.png").is_file() and "](traces/copy_stack.png)" in text
+    (copy_lstm1,) = [line for line in text.splitlines() if line.startswith("| Sequence copying | 1-layer LSTM |")]
+    assert "outside the profile, [60,000 batches](../experiments/lstm1-copy-long/) (budget)" in copy_lstm1
+    assert "outside the profile" not in text.replace(copy_lstm1, "")
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -11,13 +11,15 @@
 * ``length_<task>.png``: accuracy against source length (training lengths, test lengths and beyond);
 * ``traces/<task>_<model>.png``: what each selected memory model does with its memory on one test-length
   sequence (:mod:`pipeline.inspection`);
-* ``README.md``: the verdict count first, then what the profile ran, each cell's verdict and evidence, the
-  figures, and what made the report.
+* ``README.md``: the verdict count first, then what the profile ran, each cell's verdict and evidence (with a
+  link to any documented experiment on that cell kept in ``reports/experiments/``), the figures, and what made the
+  report.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -206,9 +208,30 @@ def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[
     return out
 
 
+def experiments_beside(experiments_dir: Path) -> dict[tuple[str, str], list[tuple[Path, dict]]]:
+    """Runs kept outside any profile (``reports/experiments/<name>/results.json``: a documented experiment, such as
+    one cell trained far longer than its profile's cap), by (task, model): the report links them from their cell."""
+    found: dict[tuple[str, str], list[tuple[Path, dict]]] = {}
+    for path in sorted(Path(experiments_dir).glob("*/results.json")):
+        results = json.loads(path.read_text())
+        found.setdefault((results["task"], results["model"]), []).append((path.parent, results))
+    return found
+
+
+def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
+    notes = []
+    for folder, r in experiments:
+        link = os.path.relpath(folder, out_dir)
+        notes.append(f"outside the profile, [{r['batches']:,} batches]({link}/) ({r['stop_reason']}): training "
+                     f"{r['train_coarse']:.2f}, test {r['test_coarse']:.2f} coarse")
+    return "; " + "; ".join(notes) if notes else ""
+
+
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
-                 out_dir: Path | None = None, command: str | None = None) -> Path:
-    """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path."""
+                 out_dir: Path | None = None, command: str | None = None,
+                 experiments_dir: Path | None = None) -> Path:
+    """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path. Experiments kept under
+    ``experiments_dir`` (default ``reports/experiments/``) are linked from their cells' rows."""
     from pipeline.paths import REPORTS_DIR
 
     root = sweep_root(sweep, runs_root)
@@ -239,6 +262,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             figures.append((task, "length", path.name))
 
     traces = memory_traces(table, root, out_dir)
+    experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
 
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     failed = [s for s in statuses if s.state == "failed"]
@@ -274,7 +298,9 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             trace = traces.get((r.task, r.model))
             lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
                          f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
-                         f"**{r.verdict}** | {r.evidence} | " + (f"[trace]({trace})" if trace else "") + " |")
+                         f"**{r.verdict}** | {r.evidence}"
+                         f"{_experiment_note(experiments.get((r.task, r.model), []), out_dir)} | "
+                         + (f"[trace]({trace})" if trace else "") + " |")
     lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
               "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",
               ""]
