@@ -359,6 +359,31 @@ def runs(
 
 
 @app.command()
+def archive(
+    profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml."),
+    to: Path = typer.Option(None, "--to", help="The archive folder (default: reports/<profile>/finished_runs)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the profile's runs are (default: runs/<profile>)."),
+    restore: bool = typer.Option(False, "--restore", help="The other way: copy archived runs the runs folder lacks "
+                                                          "back into it (nothing there is overwritten)."),
+) -> None:
+    """Keep a profile's finished runs without their checkpoints (their files and the memory traces the report
+    draws), so a report can be regenerated, and an unfinished sweep resumed, where the runs folder was lost."""
+    from pipeline.paths import REPORTS_DIR
+    from pipeline.runs import archive_runs, restore_runs
+
+    config = _load_profile(profile)
+    folder = to if to is not None else REPORTS_DIR / config.name / "finished_runs"
+    if restore:
+        if not folder.is_dir():
+            _fail(ConfigError(f"no archive at {str(folder)!r}: nothing to restore"))
+        ids = restore_runs(profile, folder, runs_dir)
+        typer.echo(f"restored {len(ids)} run(s) from {folder}")
+    else:
+        ids = archive_runs(profile, folder, runs_dir)
+        typer.echo(f"archived {len(ids)} finished or pruned run(s) to {folder}")
+
+
+@app.command()
 def study(
     profile: Path = typer.Argument(Path("configs/recipe.yaml"), help="A study profile (default: the recipe study)."),
     workers: int = typer.Option(None, "--workers", callback=_at_least(1),

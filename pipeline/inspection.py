@@ -259,4 +259,37 @@ def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", in
     return trace_sequence(module, pairs[index], run=Path(run_dir).name)
 
 
-__all__ = ["Trace", "draw_trace", "inspect_run", "trace_json", "trace_sequence"]
+def save_trace(trace: Trace, path: Path) -> Path:
+    """The whole trace, gzip-compressed JSON (a test-length trace is ~25 KB so), written atomically."""
+    import gzip
+
+    from pipeline.files import atomic_write_bytes
+
+    atomic_write_bytes(path, gzip.compress(json.dumps(asdict(trace)).encode(), mtime=0))
+    return Path(path)
+
+
+def load_trace(path: Path) -> Trace:
+    import gzip
+
+    return Trace(**json.loads(gzip.decompress(Path(path).read_bytes())))
+
+
+def trace_file(run_dir: Path, split: str = "test", index: int = 0) -> Path:
+    """Where a run keeps the trace of one cached sequence, drawn from its selected (best) checkpoint."""
+    return Path(run_dir) / "traces" / f"{split}_{index}.json.gz"
+
+
+def run_trace(run_dir: Path, split: str = "test", index: int = 0) -> Trace:
+    """The trace of cached sequence ``index`` of ``split`` by the run's selected checkpoint, kept beside the run
+    once drawn: a finished run's files without its checkpoints (an archive, ``transduce archive``) still trace."""
+    path = trace_file(run_dir, split, index)
+    if path.is_file():
+        return load_trace(path)
+    trace = inspect_run(run_dir, "best", split, index)
+    save_trace(trace, path)
+    return trace
+
+
+__all__ = ["Trace", "draw_trace", "inspect_run", "load_trace", "run_trace", "save_trace", "trace_file", "trace_json",
+           "trace_sequence"]

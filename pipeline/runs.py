@@ -1,15 +1,20 @@
-"""The runs of a profile or of a folder, one row each: what ``transduce runs`` lists and exports."""
+"""The runs of a profile or of a folder, one row each: what ``transduce runs`` lists and exports; and a profile's
+finished runs archived without their checkpoints (``transduce archive``), so that a report can be regenerated, and a
+sweep resumed, on a machine that never held them."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
 from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.files import current_umask
 from pipeline.sweep.status import run_state
 from pipeline.training.results import last_logged, logged_rows
 
@@ -56,3 +61,72 @@ def list_runs(where: str | Path, runs_root: Path | None = None) -> pd.DataFrame:
     else:
         raise ConfigError(f"{str(where)!r} is neither a profile file nor a folder of runs")
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+# What an archived run keeps: everything the report and the sweep read, except the checkpoints (megabytes each) and
+# the W&B folder (the dashboard; the same numbers are in metrics.csv). ``results.<batches>.json`` are the results
+# of a run before it was extended; ``traces/`` the memory traces the report draws.
+ARCHIVED_FILES = ("config.yaml", "results.json", "metrics.csv", "timings.csv", "accuracy_by_length.csv",
+                  "commits.txt", "train.log")
+ARCHIVED_GLOBS = ("results.*.json", "traces/*.json.gz")
+
+
+def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> list[str]:
+    """Copy every finished or pruned run of ``profile`` to ``dest/<run id>/`` without its checkpoints, after
+    drawing the test-length trace the report needs from a memory model's checkpoint. A run already archived is
+    replaced (atomically: a reader sees the old copy or the new one). Returns the run ids archived."""
+    from pipeline.inspection import run_trace
+    from pipeline.reports.build import TRACE_INDEX, TRACED_MODELS
+    from pipeline.sweep import load_sweep, sweep_root
+
+    sweep = load_sweep(profile)
+    root = sweep_root(sweep, runs_root)
+    dest = Path(dest)
+    done = []
+    for run in sweep.runs():
+        run_dir = root / run.run_id()
+        if run_state(run_dir, run) not in ("finished", "pruned"):
+            continue
+        if run.model.name in TRACED_MODELS:
+            run_trace(run_dir, "test", TRACE_INDEX)
+        dest.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", dir=dest))
+        files = [run_dir / name for name in ARCHIVED_FILES if (run_dir / name).is_file()]
+        files += [f for pattern in ARCHIVED_GLOBS for f in sorted(run_dir.glob(pattern))]
+        for f in files:
+            target = staging / f.relative_to(run_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, target)
+        staging.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
+        final = dest / run_dir.name
+        if final.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.old.", dir=dest))
+            final.rename(old / "run")
+            staging.rename(final)
+            shutil.rmtree(old)
+        else:
+            staging.rename(final)
+        done.append(run_dir.name)
+    return done
+
+
+def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None) -> list[str]:
+    """Copy the archived runs of ``profile`` found in ``source`` into its runs folder, where the sweep counts them
+    as finished and the report reads them. Never overwrites: a run the folder already holds is left alone. Returns
+    the run ids restored."""
+    from pipeline.sweep import load_sweep, sweep_root
+
+    sweep = load_sweep(profile)
+    root = sweep_root(sweep, runs_root)
+    restored = []
+    for run in sweep.runs():
+        archived, target = Path(source) / run.run_id(), root / run.run_id()
+        if not (archived / "results.json").is_file() or target.exists():
+            continue
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
+        shutil.copytree(archived, staging / "run")
+        (staging / "run").rename(target)
+        staging.rmdir()
+        restored.append(target.name)
+    return restored

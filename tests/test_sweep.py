@@ -136,6 +136,42 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert "outside the profile" not in text.replace(copy_lstm1, "")
 
 
+def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkpoints(tmp_path):
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from pipeline.inspection import inspect_run, load_trace, trace_file
+
+    path = profile(tmp_path, models=("lstm1", "stack"), tasks=("reversal",), max_batches=10)
+    sweep = load_sweep(path)
+    runs, archive, fresh = tmp_path / "runs", tmp_path / "archive", tmp_path / "fresh"
+    assert [s.state for s in run_local(sweep, runs, echo=lambda _: None)] == ["finished"] * 2
+    result = CliRunner().invoke(app, ["archive", str(path), "--runs-dir", str(runs), "--to", str(archive)])
+    assert result.exit_code == 0 and "archived 2 finished or pruned run(s)" in result.output, result.output
+    stack = next(r.run_id() for r in sweep.runs() if r.model.name == "stack")
+    lstm = next(r.run_id() for r in sweep.runs() if r.model.name == "lstm1")
+    assert not list(archive.rglob("*.ckpt")) and not list(archive.rglob("wandb"))
+    assert trace_file(archive / stack).is_file() and not trace_file(archive / lstm).exists()  # only a memory draws
+    kept, fresh_trace = load_trace(trace_file(archive / stack)), inspect_run(runs / stack, "best", "test", 0)
+    assert kept == fresh_trace  # the archived trace is the checkpoint's own
+    report_here = write_report(sweep, path, runs, tmp_path / "out", command="pytest")
+
+    result = CliRunner().invoke(app, ["archive", str(path), "--runs-dir", str(fresh), "--to", str(archive),
+                                      "--restore"])
+    assert result.exit_code == 0 and "restored 2 run(s)" in result.output, result.output
+    assert all(s.state == "finished" for s in sweep_status(sweep, fresh))  # a resumed sweep would train nothing
+    (fresh / lstm / "results.json").write_text("{}")  # restoring again overwrites nothing
+    result = CliRunner().invoke(app, ["archive", str(path), "--runs-dir", str(fresh), "--to", str(archive),
+                                      "--restore"])
+    assert "restored 0 run(s)" in result.output and (fresh / lstm / "results.json").read_text() == "{}"
+    (fresh / lstm / "results.json").write_text((archive / lstm / "results.json").read_text())
+    report_there = write_report(sweep, path, fresh, tmp_path / "out2", command="pytest")
+    assert (tmp_path / "out2" / "table3.csv").read_text() == (tmp_path / "out" / "table3.csv").read_text()
+    assert (tmp_path / "out2" / "traces" / "reversal_stack.png").is_file()
+    assert report_there.read_text().count("traces/reversal_stack.png") == report_here.read_text().count(
+        "traces/reversal_stack.png") == 1
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d["grid"][0].update(modelz=["stack"]), "unknown key 'grid[0].modelz'"),
     (lambda d: d["grid"][0].update(tasks=["copy", "sorting"]), "grid[0].tasks[1] must be one of copy"),

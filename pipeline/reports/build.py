@@ -190,19 +190,20 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results
+TRACED_MODELS = ("stack", "queue", "deque")  # the models with a memory to draw
 
 
 def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[str, str], str]:
     """For each cell whose selected run is a memory model: the trace of test-length sequence ``TRACE_INDEX``, drawn
     to ``traces/<task>_<model>.png``. Returns {(task, model): relative path}."""
-    from pipeline.inspection import draw_trace, inspect_run
+    from pipeline.inspection import draw_trace, run_trace
 
     out = {}
     for r in table.itertuples():
-        if pd.isna(r.run_id) or r.model not in ("stack", "queue", "deque"):
+        if pd.isna(r.run_id) or r.model not in TRACED_MODELS:
             continue
         path = Path("traces") / f"{r.task}_{r.model}.png"
-        trace = inspect_run(root / r.run_id, "best", "test", TRACE_INDEX)
+        trace = run_trace(root / r.run_id, "test", TRACE_INDEX)
         draw_trace(trace, out_dir / path)
         out[(r.task, r.model)] = str(path)
     return out
