@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from pipeline.config import ConfigError
+from pipeline.models import DISPLAY_NAMES, MODELS
 from pipeline.reports.build import write_report
 from pipeline.reports.table3 import TABLE3_COLUMNS
 from pipeline.sweep import load_sweep, run_local, submit_slurm, sweep_status
@@ -64,6 +65,9 @@ def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
     text = readme.read_text()
     assert "35 finished" in text and "Made by `pytest` at commit" in text
     assert re.search(r"Compute: [0-9.]+ CPU-hours over the 35 finished runs", text)
+    speeds = re.search(r"median ms a batch with \d+ run\(s\) side by side: (.*)\.", text).group(1)
+    assert [name.rsplit(" ", 1)[0] for name in speeds.split(", ")] == [DISPLAY_NAMES[m] for m in MODELS]
+    assert all(float(name.rsplit(" ", 1)[1]) > 0 for name in speeds.split(", "))
     for name in ("table3.md", "table2.md", "convergence_reversal.png", "length_gender.png"):
         assert (out / name).is_file() and f"]({name})" in text
     # Reports are regenerated from the finished runs alone: a second report, no training, same numbers.

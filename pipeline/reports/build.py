@@ -184,9 +184,15 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
         return ""
     seconds = float((finished["train_seconds"] + finished["eval_seconds"]).sum())
     workers = default_workers(sweep)
+    # The hours depend on the machine as much as on the profile: the training speed per architecture lets a reader
+    # scale them to theirs (docs/performance.md has the speeds measured by `make bench`).
+    per_batch = (1000 * finished["train_seconds"] / finished["batches"].clip(lower=1)).groupby(finished["model"])
+    medians = per_batch.median()
+    speeds = ", ".join(f"{DISPLAY_NAMES[model]} {medians[model]:.0f}" for model in MODELS if model in medians)
     return (f"Compute: {seconds / 3600:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, "
             f"training and evaluation), about {seconds / 3600 / workers:.1f} h of wall time with "
-            f"{workers} worker(s).")
+            f"{workers} worker(s). Training speed on this machine, median ms a batch with {workers} run(s) side by "
+            f"side: {speeds}.")
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results
