@@ -201,7 +201,9 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
                 name = f" ({end})" if len(trace.ends) == 2 else ""
                 ax.plot(x, [p[e] for p in trace.push], color=colors[end][0], lw=1, label=f"push d{name}")
                 ax.plot(x, [p[e] for p in trace.pop], color=colors[end][1], lw=1, ls="--", label=f"pop u{name}")
-            ax.set_ylim(-0.05, 1.05)
+            # headroom above 1 keeps the legend off the curves (a push that learned sits near 1)
+            ax.set_ylim(-0.05, 1.35)
+            ax.set_yticks([0, 0.5, 1])
             ax.set_ylabel("signal")
             ax.legend(loc="upper left", fontsize=7, ncol=4, frameon=False)
             continue
