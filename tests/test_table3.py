@@ -73,3 +73,51 @@ def test_a_cell_reports_its_seeds_spread_and_verdict():
     assert "1 of 6 runs pruned" in cell.evidence
     assert summary_line(out) == ("1 of 35 cells reproduced, 0 better, 0 budget-limited, 0 disagree at convergence; "
                                  "34 not in this profile.")
+
+
+def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
+    """Stack-LSTM on copy (the paper: 0.89 / 0.94 training, 0.00 / 0.22 test) hit its cap still improving; the same
+    run continued outside the profile decides the verdict, and only when it went further."""
+    import json
+
+    from pipeline.reports.build import continuations_of
+    from pipeline.reports.table3 import continuation
+
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["stack"], "seeds": [0]}]})
+    capped = runs(run(0, 86.0, 0.0, task="copy", stop="budget", batches=8000, improving=True, train=0.0))
+    (cell,) = table3(capped, sweep).query("task == 'copy' and model == 'stack'").itertuples()
+    assert cell.verdict == "budget-limited" and pd.isna(cell.continued_batches)
+
+    folder = tmp_path / "stack-copy-40k"
+    folder.mkdir()
+    results = dict(run_id="copy-stack-0.001-s0", task="copy", model="stack", batches=23500, stop_reason="plateau",
+                   train_perplexity=30.5, train_coarse=0.10, train_fine=0.40, test_coarse=0.0, test_fine=0.05)
+    (folder / "results.json").write_text(json.dumps(results))
+    (folder / "metrics.csv").write_text("step,train/perplexity\n" + "".join(
+        f"{100 * i},{100 - i}\n" for i in range(1, 236)))  # falling to the end: still improving
+    later = continuation(folder)
+    assert later["still_improving"] and later["stop_reason"] == "plateau"
+    other = tmp_path / "another-run"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps(dict(results, run_id="copy-stack-0.001-s9")))
+    found = continuations_of({("copy", "stack"): [(folder, results), (other, {**results, "run_id": "s9"})],
+                              ("svo_sov", "lstm1"): [(tmp_path / "no-run-id", {"batches": 60000})]},
+                             set(capped.run_id))
+    assert list(found) == ["copy-stack-0.001-s0"]  # only continuations of the profile's own runs
+
+    (cell,) = table3(capped, sweep, found).query("task == 'copy' and model == 'stack'").itertuples()
+    assert cell.verdict == "disagrees at convergence"  # plateaued below the paper: judged there, not at the cap
+    assert cell.continued_batches == 23500 and cell.continued_in == "stack-copy-40k"
+    assert "continued outside the profile (`stack-copy-40k`" in cell.evidence
+    assert "training 0.10 / 0.40" in cell.evidence
+    assert cell.train_coarse == 0.0  # the table's numbers stay the profile's run's
+
+    still = {"copy-stack-0.001-s0": dict(later, stop_reason="budget", still_improving=True)}
+    (cell,) = table3(capped, sweep, still).query("task == 'copy' and model == 'stack'").itertuples()
+    assert cell.verdict == "budget-limited" and "hit its raised cap, perplexity still falling" in cell.evidence
+    shorter = {"copy-stack-0.001-s0": dict(later, batches=6000)}
+    (cell,) = table3(capped, sweep, shorter).query("task == 'copy' and model == 'stack'").itertuples()
+    assert cell.verdict == "budget-limited" and pd.isna(cell.continued_batches)
+    learned = runs(run(0, 1.0, 1.0, task="copy", stop="budget", batches=8000, improving=True))
+    (cell,) = table3(learned, sweep, found).query("task == 'copy' and model == 'stack'").itertuples()
+    assert cell.verdict == "better" and pd.isna(cell.continued_batches)  # not budget-limited: nothing to judge

@@ -30,7 +30,7 @@ from pipeline.models import DISPLAY_NAMES, MODELS
 from pipeline.provenance import provenance
 from pipeline.registry import Field
 from pipeline.reports.table2 import parameter_table, table2_markdown
-from pipeline.reports.table3 import all_runs, select_models, summary_line, table3, table3_markdown
+from pipeline.reports.table3 import all_runs, continuation, select_models, summary_line, table3, table3_markdown
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
 from pipeline.training.stopping import describe
@@ -225,6 +225,18 @@ def experiments_beside(experiments_dir: Path) -> dict[tuple[str, str], list[tupl
     return found
 
 
+def continuations_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]], run_ids: set[str]) -> dict:
+    """The experiments that continue one of the profile's runs (the same run id: the same run, its cap raised), by
+    run id, the one that went furthest for each: what :func:`table3` judges a budget-limited cell by."""
+    found: dict[str, dict] = {}
+    for folder, results in (item for items in experiments.values() for item in items):
+        if results.get("run_id") in run_ids:
+            later = continuation(folder)
+            if later["batches"] > found.get(later["run_id"], {}).get("batches", -1):
+                found[later["run_id"]] = later
+    return found
+
+
 def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
     notes = []
     for folder, r in experiments:
@@ -251,7 +263,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     runs = all_runs(sweep, runs_root)
     atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
     selected = select_models(runs)
-    table = table3(runs, sweep)
+    experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
+    table = table3(runs, sweep, continuations_of(experiments, set(runs.run_id)))
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
     finished = [json.loads((s.run_dir / "results.json").read_text()) for s in statuses if s.state in DONE]
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
@@ -269,7 +282,6 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             figures.append((task, "length", path.name))
 
     traces = memory_traces(table, root, out_dir)
-    experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
 
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     failed = [s for s in statuses if s.state == "failed"]
@@ -296,10 +308,10 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     for r in table.itertuples():
         name = f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} |"
         if not r.in_profile:
-            lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | | not in this profile | |")
+            lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | | not in this profile | | |")
         elif pd.isna(r.run_id):
             lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | {r.runs} / {r.learned} / {r.pruned} | "
-                         "no finished run | |")
+                         "no finished run | | |")
         else:
             sd = "—" if pd.isna(r.test_coarse_std) else f"{r.test_coarse_std:.2f}"
             trace = traces.get((r.task, r.model))

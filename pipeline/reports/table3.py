@@ -7,8 +7,10 @@
 * **Per cell** (:func:`table3`): the selected run's four accuracies beside the paper's; runs tried / done / learned
   (training coarse >= 0.99) / pruned; mean ± standard deviation of test coarse over the done seeds of the selected
   run's setting (everything but the seed: learning rate, hidden size and any other choice); the median batches at
-  which runs converged; and a **verdict**
-  (:func:`verdict`).
+  which runs converged; and a **verdict** (:func:`verdict`). A selected run that hit its cap still improving is
+  *budget-limited*, unless it was continued outside the profile (a documented experiment under
+  ``reports/experiments/`` holding the same run, its cap raised): the verdict is then judged where the continuation
+  ended, and the evidence says so.
 
 Only training numbers choose anything here. Test-length numbers are reported, never used to select or stop.
 """
@@ -38,7 +40,7 @@ TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
     + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
-       "median_batches_to_converge", "verdict", "evidence", "run_id", "commit"]
+       "median_batches_to_converge", "verdict", "evidence", "continued_batches", "continued_in", "run_id", "commit"]
 )
 
 
@@ -122,8 +124,36 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     return text
 
 
-def table3(runs: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
-    """One row per cell of the paper's Table 3 (all 35), in the paper's order; cells outside the profile say so."""
+def continuation(folder: Path) -> dict:
+    """A run kept outside the profile (``reports/experiments/<name>/``: its ``results.json`` and ``metrics.csv``),
+    read for :func:`table3`'s ``continuations``: its four values, batches, stop reason, training perplexity and
+    whether that perplexity was still falling at its end."""
+    results = json.loads((Path(folder) / "results.json").read_text())
+    perplexities = [p for _, p in logged_values(logged_rows(folder), "train/perplexity")]
+    return dict(run_id=results["run_id"], name=Path(folder).name, batches=int(results["batches"]),
+                stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
+                still_improving=still_improving(perplexities), **{m: results[m] for m in METRICS})
+
+
+def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
+    """A budget-limited selected run's verdict and evidence, judged where its continuation ended."""
+    values = {m: later[m] for m in METRICS}
+    judged = verdict(values, paper, later["stop_reason"], later["still_improving"])
+    trend = "still falling" if later["still_improving"] else "flat"
+    how = {"budget": f"hit its raised cap, perplexity {trend}", "plateau": "perplexity plateaued",
+           "converged": "converged (training coarse held)", "pruned": "pruned on its plateau"}[later["stop_reason"]]
+    text = (f"continued outside the profile (`{later['name']}`, same run, cap raised) to {later['batches']:,} "
+            f"batches: {how}, training perplexity {later['train_perplexity']:.4g}; there training "
+            f"{values['train_coarse']:.2f} / {values['train_fine']:.2f}, test {values['test_coarse']:.2f} / "
+            f"{values['test_fine']:.2f} (coarse / fine): the verdict is judged there")
+    return judged, text
+
+
+def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict] | None = None) -> pd.DataFrame:
+    """One row per cell of the paper's Table 3 (all 35), in the paper's order; cells outside the profile say so.
+
+    ``continuations`` (run id -> :func:`continuation`): runs of the profile trained further outside it. A selected
+    run that is budget-limited and has a continuation that went further is judged at the continuation's end."""
     paper = published_table3().set_index(["task", "model"])
     selected = select_models(runs)
     chosen = selected.set_index(["task", "model"]) if not selected.empty else None
@@ -153,9 +183,15 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig) -> pd.DataFrame:
                            verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
                                            r.stop_reason, bool(r.still_improving)),
                            evidence=evidence(r, cell))
+                later = (continuations or {}).get(r.run_id)
+                if row["verdict"] == "budget-limited" and later is not None and later["batches"] > r.batches:
+                    judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS})
+                    row.update(verdict=judged, evidence=f"{row['evidence']}; {text}",
+                               continued_batches=later["batches"], continued_in=later["name"])
             rows.append(row)
     out = pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
-    for column in ("hidden", "seed", "batches", "runs", "done", "learned", "pruned", "seeds_at_selected"):
+    for column in ("hidden", "seed", "batches", "runs", "done", "learned", "pruned", "seeds_at_selected",
+                   "continued_batches"):
         out[column] = out[column].astype("Int64")  # counts stay integers beside the cells that have none
     return out
 
@@ -192,7 +228,8 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
         f"learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged at*: median batches of the runs that",
         f"converged or plateaued. Verdicts: within {TOLERANCE} of the paper on all four values = reproduced; none",
         f"{TOLERANCE} below and some above = better; else budget-limited (cap hit, perplexity still falling) or",
-        "disagrees at convergence (evidence in the last column).",
+        "disagrees at convergence (evidence in the last column). A budget-limited run continued outside the profile",
+        "(same run, cap raised: `reports/experiments/`) is judged where the continuation ended; the evidence says so.",
     ]
     for task in TASK_NAMES:
         part = table[table.task == task]
