@@ -91,7 +91,8 @@ class TrainingConfig:
     early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
     early_stop_coarse: float = 1.0  # ... or at least this (a study that only asks "when did it learn" uses 0.99)
     # Trained to convergence: stop once training perplexity has not improved by more than plateau_tolerance
-    # (relative) for plateau_patience evaluations in a row (0: off); with prune_at, counted from its last batch on.
+    # (relative, in perplexity or its log, stopping.improves) for plateau_patience evaluations in a row (0: off);
+    # with prune_at, counted from its last batch on.
     plateau_patience: int = 0
     plateau_tolerance: float = 0.01
     # Pruning: at each batch listed, stop the run (as "pruned", not failed) if its training perplexity is still above

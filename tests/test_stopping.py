@@ -2,6 +2,7 @@
 recorded as pruned, not failed, ends its sweep successfully and can be continued."""
 
 import math
+import random
 
 import pytest
 import yaml
@@ -9,7 +10,14 @@ import yaml
 from pipeline.config import ConfigError, RunConfig, from_dict
 from pipeline.sweep import load_sweep, run_local, sweep_status
 from pipeline.training.run import train
-from pipeline.training.stopping import counts_toward_plateau, describe, plateau_stall, should_prune, still_improving
+from pipeline.training.stopping import (
+    counts_toward_plateau,
+    describe,
+    improves,
+    plateau_stall,
+    should_prune,
+    still_improving,
+)
 
 NAN = math.nan
 
@@ -40,6 +48,30 @@ def test_plateau_stall_counts_evaluations_without_a_real_improvement():
     assert history == [(100.0, 0), (50.0, 0), (49.9, 1), (49.8, 2), (40.0, 0), (40.0, 1), (40.0, 2)]
 
 
+def test_near_perplexity_one_the_cross_entropy_decides():
+    # 1.005 -> 1.002: perplexity 0.3% lower, but the cross-entropy (the errors left) fell by 60%: still learning
+    assert improves(1.002, 1.005, 0.02)
+    best, stall = plateau_stall(1.005, 3, 1.002, tolerance=0.02)
+    assert (best, stall) == (1.002, 0)
+    assert not improves(1.0049, 1.005, 0.02)  # 2% of the cross-entropy is the bar there: not met
+    assert not improves(1.0, 1.0, 0.02)       # nothing left to learn
+    # a run whose errors keep halving is still improving at its cap, however close to 1 its perplexity is
+    assert still_improving([1 + 0.01 * 0.9 ** i for i in range(40)])
+    assert not still_improving([1.0] * 20)
+
+
+@pytest.mark.parametrize("tolerance", [0.01, 0.02, 0.05])
+def test_above_perplexity_e_the_rule_is_the_perplexity_rule(tolerance):
+    # the cross-entropy only ever adds improvements below ~e, so every decision on the uniform plateau or anywhere
+    # above perplexity ~2.75 is what the perplexity-only rule gave (runs stopped there keep their verdicts)
+    rng = random.Random(0)
+    threshold = math.exp(-math.log(1 - tolerance) / tolerance)
+    for _ in range(2000):
+        on = rng.uniform(threshold, 200.0)
+        ppl = on * rng.uniform(0.9, 1.1)
+        assert improves(ppl, on, tolerance) == (ppl < on * (1 - tolerance))
+
+
 def test_the_plateau_rule_waits_for_the_last_pruning_checkpoint():
     # a memory model on its initial plateau is the pruning rule's to judge; without pruning, every evaluation counts
     assert [counts_toward_plateau(step, (2000, 4000)) for step in (500, 2000, 3500, 4000, 4500)] == [
@@ -67,8 +99,8 @@ def test_prune_checkpoints_are_validated():
         from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
     text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
     assert "pruned at batch 2,000 if training perplexity > 0.5 × its first window's" in text
-    assert ("plateau once training perplexity has not improved by 1% for 3 evaluations (counted from batch 2,000)"
-            in text)
+    assert ("plateau once training perplexity has not improved by 1% (nor its log, the cross-entropy) for 3 "
+            "evaluations (counted from batch 2,000)" in text)
 
 
 def tiny_profile(tmp_path, **training):

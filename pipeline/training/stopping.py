@@ -4,8 +4,9 @@ A run ends for one of :data:`STOP_REASONS`:
 
 * ``converged``: training coarse accuracy has been at least ``early_stop_coarse`` (1.0) for ``early_stop_patience``
   evaluations in a row;
-* ``plateau``: its training perplexity has not improved on its best by more than ``plateau_tolerance`` (relative)
-  for ``plateau_patience`` evaluations in a row: trained to convergence, whatever its accuracy. Where the run has
+* ``plateau``: its training perplexity has not improved on its best by more than ``plateau_tolerance`` (relative),
+  in perplexity or in cross-entropy (see :func:`improves`), for ``plateau_patience`` evaluations in a row: trained
+  to convergence, whatever its accuracy. Where the run has
   pruning checkpoints, only evaluations from the last of them on count: before it, a memory model sitting on its
   initial plateau is the pruning rule's to judge (memory models leave that plateau abruptly, after up to a few
   thousand batches, and the plateau rule would stop them first);
@@ -36,12 +37,26 @@ def should_prune(step: int, prune_at: Sequence[int], ratio: float, first_perplex
     return perplexity > ratio * first_perplexity
 
 
+def improves(perplexity: float, on: float, tolerance: float) -> bool:
+    """Whether ``perplexity`` is more than ``tolerance`` (relative) below ``on``, in perplexity or in cross-entropy
+    (its log), whichever falls by the larger fraction.
+
+    Perplexity alone is the right scale on the uniform plateau (~128) but cannot register progress near 1: a run at
+    1.005 cannot get 2% lower, though its cross-entropy (0.005 nats a symbol, the rare errors left) may still halve
+    every thousand batches. A fall of the cross-entropy by a fraction ``tolerance`` is the smaller one wherever it
+    exceeds -ln(1 - tolerance) / tolerance nats (perplexity ~2.75 for 2%), so above that this is the perplexity rule
+    exactly."""
+    if perplexity < on * (1 - tolerance):
+        return True
+    return on > 1 and math.log(perplexity) < math.log(on) * (1 - tolerance)
+
+
 def plateau_stall(best: float, stall: int, perplexity: float, tolerance: float) -> tuple[float, int]:
-    """Update (best perplexity so far, evaluations without an improvement of more than ``tolerance``) with a new
-    perplexity."""
+    """Update (best perplexity so far, evaluations without an improvement of more than ``tolerance``: see
+    :func:`improves`) with a new perplexity."""
     if math.isnan(perplexity):
         return best, stall + 1
-    if math.isnan(best) or perplexity < best * (1 - tolerance):
+    if math.isnan(best) or improves(perplexity, best, tolerance):
         return perplexity, 0
     return min(best, perplexity), stall + 1
 
@@ -54,16 +69,19 @@ def counts_toward_plateau(step: int, prune_at: Sequence[int]) -> bool:
 def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: float = 0.01) -> bool:
     """Whether a run's training perplexity was still falling at its end: the mean of its last ``window`` windows
     more than ``tolerance`` (relative) below the mean of the ``window`` before them (with the paper's 100-batch
-    windows: the last 1,000 batches against the 1,000 before). Means, not single windows, so that one noisy window
-    decides nothing. A run too short for two full spans compares the halves of its log. What makes a run that hit
-    its cap *budget-limited*."""
+    windows: the last 1,000 batches against the 1,000 before), in perplexity or in cross-entropy as in
+    :func:`improves` (the means of their logs: the mean cross-entropy). Means, not single windows, so that one noisy
+    window decides nothing. A run too short for two full spans compares the halves of its log. What makes a run that
+    hit its cap *budget-limited*."""
     values = [p for p in perplexities if not math.isnan(p)]
     span = min(window, len(values) // 2)
     if span == 0:
         return False
-    recent = sum(values[-span:]) / span
-    before = sum(values[-2 * span:-span]) / span
-    return recent < before * (1 - tolerance)
+    recent, before = values[-span:], values[-2 * span:-span]
+    if sum(recent) < sum(before) * (1 - tolerance):
+        return True
+    entropy = [sum(math.log(p) for p in part) / span for part in (recent, before)]
+    return entropy[1] > 0 and entropy[0] < entropy[1] * (1 - tolerance)
 
 
 def describe(training) -> str:
@@ -74,8 +92,8 @@ def describe(training) -> str:
                      f"{training.early_stop_patience} evaluations")
     if training.plateau_patience:
         after = f" (counted from batch {max(training.prune_at):,})" if training.prune_at else ""
-        parts.append(f"plateau once training perplexity has not improved by {training.plateau_tolerance:.0%} for "
-                     f"{training.plateau_patience} evaluations{after}")
+        parts.append(f"plateau once training perplexity has not improved by {training.plateau_tolerance:.0%} (nor "
+                     f"its log, the cross-entropy) for {training.plateau_patience} evaluations{after}")
     if training.prune_at:
         parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
                      f"> {training.prune_ratio:g} × its first window's")
