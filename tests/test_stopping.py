@@ -58,6 +58,14 @@ def test_near_perplexity_one_the_cross_entropy_decides():
     # a run whose errors keep halving is still improving at its cap, however close to 1 its perplexity is
     assert still_improving([1 + 0.01 * 0.9 ** i for i in range(40)])
     assert not still_improving([1.0] * 20)
+    # ... but a flat run whose windows scatter by tens of percent in cross-entropy (a few errors each) is not
+    rng = random.Random(1)
+    before = [0.003 * rng.uniform(0.4, 1.6) for _ in range(10)]
+    lucky = [x * 0.95 for x in before]  # 5% lower: past the 1% tolerance, well within the windows' scatter
+    assert not still_improving([math.exp(x) for x in before + lucky])
+    halved = [math.exp(0.003 * rng.uniform(0.8, 1.2)) for _ in range(10)] + [
+        math.exp(0.0015 * rng.uniform(0.8, 1.2)) for _ in range(10)]
+    assert still_improving(halved)
 
 
 @pytest.mark.parametrize("tolerance", [0.01, 0.02, 0.05])

@@ -71,8 +71,10 @@ def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: 
     more than ``tolerance`` (relative) below the mean of the ``window`` before them (with the paper's 100-batch
     windows: the last 1,000 batches against the 1,000 before), in perplexity or in cross-entropy as in
     :func:`improves` (the means of their logs: the mean cross-entropy). Means, not single windows, so that one noisy
-    window decides nothing. A run too short for two full spans compares the halves of its log. What makes a run that
-    hit its cap *budget-limited*."""
+    window decides nothing. Near perplexity 1 a window's cross-entropy is a handful of errors, noisy by tens of
+    percent, so a fall in cross-entropy counts only where it is also more than twice its standard error (from the
+    spread of the windows): a flat run does not look improving by chance. A run too short for two full spans
+    compares the halves of its log. What makes a run that hit its cap *budget-limited*."""
     values = [p for p in perplexities if not math.isnan(p)]
     span = min(window, len(values) // 2)
     if span == 0:
@@ -80,8 +82,15 @@ def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: 
     recent, before = values[-span:], values[-2 * span:-span]
     if sum(recent) < sum(before) * (1 - tolerance):
         return True
-    entropy = [sum(math.log(p) for p in part) / span for part in (recent, before)]
-    return entropy[1] > 0 and entropy[0] < entropy[1] * (1 - tolerance)
+    logs = [[math.log(p) for p in part] for part in (recent, before)]
+    means = [sum(part) / span for part in logs]
+    fall = means[1] - means[0]
+    if means[1] <= 0 or fall <= means[1] * tolerance:
+        return False
+    if span < 2:
+        return True
+    variances = [sum((x - m) ** 2 for x in part) / (span - 1) for part, m in zip(logs, means)]
+    return fall > 2 * math.sqrt(sum(variances) / span)
 
 
 def describe(training) -> str:
