@@ -116,8 +116,10 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     elif stop == "plateau":
         text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
     else:
-        trend = ("still falling (last 1,000 batches > 1% below the 1,000 before)" if selected.still_improving
-                 else "flat (last 1,000 batches within 1% of the 1,000 before)")
+        trend = ("still falling (last 1,000 batches below the 1,000 before: > 1% in perplexity, or in cross-entropy "
+                 "beyond its noise)" if selected.still_improving
+                 else "flat (last 1,000 batches not below the 1,000 before by 1% in perplexity, nor in cross-entropy "
+                      "beyond its noise)")
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
