@@ -6,10 +6,10 @@ A run ends for one of :data:`STOP_REASONS`:
   evaluations in a row;
 * ``plateau``: its training perplexity has not improved on its best by more than ``plateau_tolerance`` (relative),
   in perplexity or in cross-entropy (see :func:`improves`), for ``plateau_patience`` evaluations in a row: trained
-  to convergence, whatever its accuracy. Where the run has
-  pruning checkpoints, only evaluations from the last of them on count: before it, a memory model sitting on its
-  initial plateau is the pruning rule's to judge (memory models leave that plateau abruptly, after up to a few
-  thousand batches, and the plateau rule would stop them first);
+  to convergence, whatever its accuracy. Where the run has pruning checkpoints, only evaluations from the last of
+  them on count: before it, a memory model sitting on its initial plateau is the pruning rule's to judge (memory
+  models leave that plateau abruptly, after up to a few thousand batches, and the plateau rule would stop them
+  first);
 * ``pruned``: at one of the batches listed in ``prune_at``, its training perplexity was still above
   ``prune_ratio`` × its first window's: still on the initial plateau, so the budget goes to runs that are learning.
   A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
