@@ -47,6 +47,17 @@ def test_verdict_against_a_perfect_paper_cell(ours, stop, improving, expected):
     assert verdict(values, PAPER_STACK_REVERSAL, stop, improving) == expected
 
 
+def test_a_plateau_stop_says_when_its_perplexity_was_still_falling():
+    """The plateau rule reads single 100-batch windows; the trend check reads 1,000-batch means. Where they differ
+    the verdict is the rule's and the evidence shows both."""
+    from pipeline.reports.table3 import evidence
+
+    cell = runs(run(0, 4.09, 0.0, stop="plateau", improving=True, train=0.18, batches=33500))
+    falling, flat = evidence(cell.iloc[0], cell), evidence(cell.assign(still_improving=False).iloc[0], cell)
+    assert falling.startswith("perplexity plateaued: stopped at batch 33,500, training perplexity 4.09, though")
+    assert flat == "perplexity plateaued: stopped at batch 33,500, training perplexity 4.09"
+
+
 def test_better_needs_none_below_and_some_above():
     paper = dict(train_coarse=0.89, train_fine=0.94, test_coarse=0.00, test_fine=0.22)  # Stack-LSTM on copy
     ours = dict(train_coarse=1.0, train_fine=1.0, test_coarse=0.60, test_fine=0.9)
@@ -110,6 +121,7 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     assert cell.continued_batches == 23500 and cell.continued_in == "stack-copy-40k"
     assert "continued outside the profile (`stack-copy-40k`" in cell.evidence
     assert "training 0.10 / 0.40" in cell.evidence
+    assert "plateaued, though its last 1,000 batches were still below" in cell.evidence  # falling: said, not hidden
     assert cell.train_coarse == 0.0  # the table's numbers stay the profile's run's
 
     still = {"copy-stack-0.001-s0": dict(later, stop_reason="budget", still_improving=True)}

@@ -104,6 +104,13 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool) -> str:
     return "disagrees at convergence"
 
 
+# A run the plateau rule stopped while the report's own trend check still sees it falling. The rule compares single
+# 100-batch windows with the best so far, so a run falling by ~2% per 1,000 batches can stop on a lucky window; the
+# verdict stays the rule's, and the evidence says so.
+STILL_FALLING_AFTER_PLATEAU = ("though its last 1,000 batches were still below the 1,000 before (the rule compares "
+                               "single 100-batch windows, noisier than a slow fall)")
+
+
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on."""
     pruned = int((cell.state == "pruned").sum())
@@ -115,6 +122,8 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         text = f"converged (training coarse held) at batch {int(selected.batches):,}, {ppl}"
     elif stop == "plateau":
         text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
+        if selected.still_improving:
+            text += f", {STILL_FALLING_AFTER_PLATEAU}"
     else:
         trend = ("still falling (last 1,000 batches below the 1,000 before: > 1% in perplexity, or in cross-entropy "
                  "beyond its noise)" if selected.still_improving
@@ -142,7 +151,9 @@ def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
     values = {m: later[m] for m in METRICS}
     judged = verdict(values, paper, later["stop_reason"], later["still_improving"])
     trend = "still falling" if later["still_improving"] else "flat"
-    how = {"budget": f"hit its raised cap, perplexity {trend}", "plateau": "perplexity plateaued",
+    plateau = ("perplexity plateaued, " + STILL_FALLING_AFTER_PLATEAU if later["still_improving"]
+               else "perplexity plateaued")
+    how = {"budget": f"hit its raised cap, perplexity {trend}", "plateau": plateau,
            "converged": "converged (training coarse held)", "pruned": "pruned on its plateau"}[later["stop_reason"]]
     text = (f"continued outside the profile (`{later['name']}`, same run, cap raised) to {later['batches']:,} "
             f"batches: {how}, training perplexity {later['train_perplexity']:.4g}; there training "
