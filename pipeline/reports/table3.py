@@ -104,11 +104,12 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool) -> str:
     return "disagrees at convergence"
 
 
-# A run the plateau rule stopped while the report's own trend check still sees it falling. The rule compares single
-# 100-batch windows with the best so far, so a run falling by ~2% per 1,000 batches can stop on a lucky window; the
-# verdict stays the rule's, and the evidence says so.
-STILL_FALLING_AFTER_PLATEAU = ("though its last 1,000 batches were still below the 1,000 before (the rule compares "
-                               "single 100-batch windows, noisier than a slow fall)")
+# A run the plateau rule stopped while the report's own trend check still sees it falling. The rule asks for a 2%
+# fall within 2,000 batches, judged on single 100-batch windows against the best so far; a run falling ~2% per
+# 1,000 batches on average stops in a slower stretch or after a lucky window. The verdict stays the rule's, and the
+# evidence says so.
+STILL_FALLING_AFTER_PLATEAU = ("though its last 1,000 batches were still below the 1,000 before (a slow fall, "
+                               "under the plateau rule's tolerance)")
 
 
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
