@@ -18,7 +18,8 @@ import typer
 from pipeline import __version__
 from pipeline.config import MODEL_NAMES, ConfigError, RunConfig
 from pipeline.data.cache import cache_root, generate_eval_sets
-from pipeline.tasks import SPLITS, TASK_NAMES, get_task
+from pipeline.rundir import RunDir
+from pipeline.tasks import DEFAULT_LENGTH_DISTRIBUTION, LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES, get_task
 
 app = typer.Typer(
     add_completion=False,
@@ -35,6 +36,7 @@ def choices(name: str, *values: str) -> type[Enum]:
 # Choices for Typer, built from the registries so that the CLI can never disagree with the library.
 TaskName = choices("TaskName", *TASK_NAMES)
 SplitName = choices("SplitName", *SPLITS)
+LengthReading = choices("LengthReading", *LENGTH_DISTRIBUTIONS)
 ModelName = choices("ModelName", *MODEL_NAMES)
 
 
@@ -84,11 +86,14 @@ def generate(
 def sample(
     task: TaskName = typer.Argument(..., help="Task to sample from."),
     split: SplitName = typer.Option(SplitName.train, "--split", help="Source-length window."),
+    length_distribution: LengthReading = typer.Option(
+        DEFAULT_LENGTH_DISTRIBUTION, "--length-distribution",
+        help="The ITG tasks' source lengths: uniform over the window, or the grammar's own."),
     n: int = typer.Option(5, "-n", callback=_at_least(1), help="Number of pairs."),
     seed: int = typer.Option(0, "--seed", callback=_at_least(0), help="Seed of numpy.random.default_rng."),
 ) -> None:
     """Print N pairs as JSON lines {"source": [...], "target": [...]}, tokens as strings."""
-    chosen = get_task(task.value)
+    chosen = get_task(task.value, length_distribution.value)
     for pair in chosen.sample_batch(np.random.default_rng(seed), split.value, n):
         typer.echo(json.dumps(chosen.decode(pair)))
 
@@ -123,6 +128,9 @@ _RUN = RunConfig()
 def train(
     task: TaskName = typer.Option(None, "--task", show_default=_RUN.task,
                                   help="Task (default: the config's, else this)."),
+    length_distribution: LengthReading = typer.Option(
+        None, "--length-distribution", show_default=_RUN.length_distribution,
+        help="The ITG tasks' source lengths: uniform over each window, or the grammar's own (docs/tasks.md)."),
     model: ModelName = typer.Option(None, "--model", show_default=_RUN.model.name,
                                     help="Architecture (default: the config's, else this)."),
     hidden: int = typer.Option(None, "--hidden", callback=_at_least(1), show_default=str(_RUN.model.hidden),
@@ -156,11 +164,14 @@ def train(
     from pipeline.config import resolve_run_config
     from pipeline.training.run import train as train_run
 
-    if config is None and run_dir is not None and (run_dir / "config.yaml").is_file():
-        config = run_dir / "config.yaml"
+    stored = config is None and run_dir is not None and RunDir(run_dir).config_file.is_file()
+    if stored:
+        config = RunDir(run_dir).config_file
     try:
         run_config = resolve_run_config(
-            config, task=task and task.value, model=model and model.value, hidden=hidden, lr=lr,
+            config, stored=stored, task=task and task.value,
+            length_distribution=length_distribution and length_distribution.value,
+            model=model and model.value, hidden=hidden, lr=lr,
             max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
             wandb=wandb)
         results = train_run(run_config, run_dir, progress=progress, restart=restart, reopen=reopen,

@@ -146,6 +146,10 @@ class RunConfig:
     """Everything that determines one training run."""
 
     task: str = "reversal"
+    # How the ITG tasks' source lengths are distributed in every split (pipeline.tasks.LENGTH_DISTRIBUTIONS):
+    # "uniform", §4.2's "relatively uniform distribution" of lengths; "grammar", the grammars' own skewed lengths.
+    # The synthetic tasks' lengths are uniform whatever this says. docs/tasks.md gives both readings.
+    length_distribution: Literal["uniform", "grammar"] = "uniform"
     model: ModelConfig = field(default_factory=ModelConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
@@ -160,9 +164,17 @@ class RunConfig:
     def identity(self) -> dict:
         """Everything that changes the result, except the budget: a run trained longer is the same run extended
         (``max_batches`` raised later resumes it). Tracking settings change nothing either. Two configs with one
-        identity are one run."""
+        identity are one run.
+
+        ``length_distribution`` is part of it only where it changes the data, and not at "grammar", the lengths
+        every run made before the setting existed was trained on: so those runs keep their ids."""
+        from pipeline.tasks import has_length_choice
+
         training = {k: v for k, v in to_dict(self.training).items() if k != "max_batches"}
-        return {"task": self.task, "model": to_dict(self.model), "training": training}
+        identity = {"task": self.task, "model": to_dict(self.model), "training": training}
+        if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
+            identity["length_distribution"] = self.length_distribution
+        return identity
 
     def run_id(self) -> str:
         """A readable id plus a hash of :meth:`identity`."""
@@ -170,10 +182,23 @@ class RunConfig:
         return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{config_hash(self.identity())}"
 
 
+# What a stored run config without ``length_distribution`` was trained on: the key came with the uniform reading.
+LEGACY_LENGTH_DISTRIBUTION = "grammar"
+
+
+def stored_run_config(data: Any, path: str = "") -> RunConfig:
+    """A run config as a run directory (or a checkpoint) stores it. One written before ``length_distribution``
+    existed reads as :data:`LEGACY_LENGTH_DISTRIBUTION`, the lengths that run was trained on."""
+    if isinstance(data, dict) and "length_distribution" not in data:
+        data = {**data, "length_distribution": LEGACY_LENGTH_DISTRIBUTION}
+    return from_dict(RunConfig, data, path)
+
+
 # Where each grid axis, and each `transduce train` option, sits in a run config: one table for both.
 GRID_AXES = {"task": ("task",), "model": ("model", "name"), "hidden": ("model", "hidden"), "lr": ("training", "lr"),
              "seed": ("training", "seed")}
-OPTION_PATHS = {**GRID_AXES, "max_batches": ("training", "max_batches"), "eval_every": ("training", "eval_every"),
+OPTION_PATHS = {**GRID_AXES, "length_distribution": ("length_distribution",),
+                "max_batches": ("training", "max_batches"), "eval_every": ("training", "eval_every"),
                 "checkpoint_every": ("training", "checkpoint_every"), "wandb": ("tracking", "wandb")}
 
 
@@ -335,11 +360,16 @@ def load_yaml(cls: type, file: str | Path):
         raise ConfigError(f"{file}: {error}") from None
 
 
-def resolve_run_config(file: str | Path | None = None, **overrides: Any) -> RunConfig:
-    """A run config from the defaults (the paper's settings), then ``file`` (YAML, any subset of the keys), then
-    the command line's ``overrides`` (None = not given): keys of :data:`OPTION_PATHS`."""
+def resolve_run_config(file: str | Path | None = None, stored: bool = False, **overrides: Any) -> RunConfig:
+    """A run config from the defaults (the paper's settings), then ``file`` (YAML, any subset of the keys; with
+    ``stored``, a run directory's config.yaml, read as :func:`stored_run_config` reads it), then the command line's
+    ``overrides`` (None = not given): keys of :data:`OPTION_PATHS`."""
     data = to_dict(RunConfig())
-    if file is not None:
+    if file is not None and stored:
+        from pipeline.rundir import RunDir
+
+        _merge(data, to_dict(RunDir(Path(file).parent).read_config()))
+    elif file is not None:
         _merge(data, to_dict(load_yaml(RunConfig, file)))
     for key, value in overrides.items():
         if value is None:

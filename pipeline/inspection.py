@@ -255,7 +255,7 @@ def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", in
             raise ConfigError(f"source token {unknown[0]!r} is not in {module.config.task}'s source vocabulary "
                               f"({', '.join(module.task.source_vocab[:5])}, ...)" if unknown else "source is empty")
         return trace_sequence(module, None, tuple(words[w] for w in source), run=Path(run_dir).name)
-    pairs = load_eval_set(module.config.task, split, cache_dir).pairs
+    pairs = load_eval_set(module.config.task, split, cache_dir, module.config.length_distribution).pairs
     if not 0 <= index < len(pairs):
         raise ConfigError(f"index must lie in [0, {len(pairs) - 1}] for the cached {split} set, got {index}")
     return trace_sequence(module, pairs[index], run=Path(run_dir).name)

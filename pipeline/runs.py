@@ -11,10 +11,10 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.config import ConfigError, RunConfig
 from pipeline.files import current_umask
+from pipeline.rundir import RunDir
 from pipeline.sweep.status import run_state
 from pipeline.training.results import last_logged, logged_rows
 
@@ -56,7 +56,7 @@ def list_runs(where: str | Path, runs_root: Path | None = None) -> pd.DataFrame:
     elif where.is_dir():
         rows = []
         for config_file in sorted(where.glob("*/config.yaml")):
-            config = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
+            config = RunDir(config_file.parent).read_config()
             rows.append(run_row(config, config_file.parent))
     else:
         raise ConfigError(f"{str(where)!r} is neither a profile file nor a folder of runs")

@@ -18,7 +18,7 @@ from pipeline.data.cache import (
     read_eval_set,
     set_paths,
 )
-from pipeline.tasks import SPLITS, TASK_NAMES, get_task
+from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES, get_task, has_length_choice
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,13 @@ def full_cache(tmp_path_factory):
 
 def test_generate_fills_every_set_with_the_papers_sizes(full_cache):
     cache_dir, sets, labels = full_cache
-    assert labels == [f"{t}/{s}" for t in TASK_NAMES for s in SPLITS]
+    expected = []
+    for t in TASK_NAMES:
+        readings = [f" ({r} lengths)" for r in LENGTH_DISTRIBUTIONS] if has_length_choice(t) else [""]
+        expected += [f"{t}/{s}{r}" for r in readings for s in SPLITS]
+    assert labels == expected
     for eval_set in sets:
-        task = get_task(eval_set.task)
+        task = get_task(eval_set.task, eval_set.length_distribution)
         low, high = SPLITS[eval_set.split]
         assert len(eval_set) == EVAL_SET_SIZE == 1000
         assert all(low <= len(p.source) <= high for p in eval_set.pairs)
@@ -42,6 +46,11 @@ def test_generate_fills_every_set_with_the_papers_sizes(full_cache):
         assert eval_set.seed == eval_seed(eval_set.task, eval_set.split)
     assert sorted(p.name for p in (cache_dir / "copy").iterdir()) == [
         "long.json", "long.manifest.json", "test.json", "test.manifest.json", "train.json", "train.manifest.json"]
+    # A task with a length choice keeps one family of sets per reading, each under its own fingerprint.
+    assert sorted(p.name for p in (cache_dir / "svo_sov").iterdir()) == ["grammar-lengths", "uniform-lengths"]
+    fingerprints = {json.loads(set_paths("svo_sov", "test", cache_dir, r)[1].read_text())["task_fingerprint"]
+                    for r in LENGTH_DISTRIBUTIONS}
+    assert len(fingerprints) == 2
 
 
 def test_loading_a_valid_cache_is_silent_and_returns_the_generated_data(full_cache):
@@ -49,7 +58,7 @@ def test_loading_a_valid_cache_is_silent_and_returns_the_generated_data(full_cac
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for eval_set in sets:
-            assert load_eval_set(eval_set.task, eval_set.split, cache_dir) == eval_set
+            assert load_eval_set(eval_set.task, eval_set.split, cache_dir, eval_set.length_distribution) == eval_set
 
 
 def test_seeds_are_the_documented_ones_and_sets_are_reproducible():

@@ -21,7 +21,7 @@ def test_defaults_are_the_paper_settings_and_configs_run_yaml_lists_them():
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"modle": {}}, "unknown key 'modle'; allowed keys here: model, task, tracking, training"),
+    ({"modle": {}}, "unknown key 'modle'; allowed keys here: length_distribution, model, task, tracking, training"),
     ({"model": {"hiden": 3}}, "unknown key 'model.hiden'"),
     ({"training": {"lr": "fast"}}, "training.lr must be a number, got 'fast'"),
     ({"training": {"max_batches": 2.5}}, "training.max_batches must be an integer, got 2.5"),

@@ -26,7 +26,8 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
     from pipeline.data.cache import generate_eval_sets
     from pipeline.training.run import claim_run_directory, reopen_run
 
-    generate_eval_sets(sorted({run.task for run in sweep.runs()}))
+    for task, reading in sorted({(run.task, run.length_distribution) for run in sweep.runs()}):
+        generate_eval_sets([task], length_distributions=[reading])
     adopt_renamed_runs(sweep, runs_root)
     todo = []
     for status in sweep_status(sweep, runs_root):
@@ -45,9 +46,7 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
     """Rename run directories made under an older run-id scheme (the hash once covered the budget) to the id their
     config has now, so that an upgrade resumes a grid instead of starting it over. A directory is adopted only if it
     is not locked and its config is a run of this grid up to the budget. Returns (old name, new name) pairs."""
-    import yaml
-
-    from pipeline.config import RunConfig, from_dict
+    from pipeline.rundir import RunDir
     from pipeline.sweep.locks import is_locked
 
     root = sweep_root(sweep, runs_root)
@@ -60,7 +59,7 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
         if not config_file.is_file() or is_locked(directory):
             continue
         try:
-            stored = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
+            stored = RunDir(directory).read_config()
         except Exception:  # not a run directory of ours: leave it alone
             continue
         run = wanted.get(stored.run_id())

@@ -9,11 +9,9 @@ import time
 import traceback
 from pathlib import Path
 
-import yaml
-
-from pipeline.config import RunConfig, from_dict
 from pipeline.files import atomic_write_text
 from pipeline.provenance import git_commit
+from pipeline.rundir import RunDir
 from pipeline.sweep.locks import claim_owner, run_lock
 from pipeline.sweep.status import run_state
 
@@ -27,7 +25,7 @@ def run_one(run_dir: str | Path) -> str:
         if not lock:
             return "running"
         claim_owner(lock)
-        config = from_dict(RunConfig, yaml.safe_load((run_dir / "config.yaml").read_text()))
+        config = RunDir(run_dir).read_config()
         try:
             train(config, run_dir, progress=False)
         except Exception as error:  # recorded, not raised: one failed run must not stop a sweep

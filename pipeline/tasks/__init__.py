@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from functools import cache
 
 from pipeline.registry import Names, register
-from pipeline.tasks.base import SPLITS, Pair, Task, check_split
+from pipeline.tasks.base import (
+    DEFAULT_LENGTH_DISTRIBUTION,
+    LENGTH_DISTRIBUTIONS,
+    SPLITS,
+    Pair,
+    Task,
+    check_length_distribution,
+    check_split,
+)
 from pipeline.tasks.itg import GrammarTask
 from pipeline.tasks.synthetic import SyntheticTask, copy, flip_bigrams, reverse
 
@@ -51,11 +59,25 @@ def check_task_name(name: str) -> str:
     return name
 
 
+def get_task(name: str, length_distribution: str = DEFAULT_LENGTH_DISTRIBUTION) -> Task:
+    """The task called ``name`` with its source lengths distributed as ``length_distribution`` says (a reading of
+    :data:`LENGTH_DISTRIBUTIONS`; tasks with one distribution ignore it). Built once per process: loading a grammar
+    validates its YAML."""
+    return _task(check_task_name(name), check_length_distribution(length_distribution))
+
+
 @cache
-def get_task(name: str) -> Task:
-    """The task called ``name`` (built once per process: loading a grammar validates its YAML)."""
-    return TASKS[check_task_name(name)].build()
+def _task(name: str, length_distribution: str) -> Task:
+    if length_distribution != DEFAULT_LENGTH_DISTRIBUTION:
+        return _task(name, DEFAULT_LENGTH_DISTRIBUTION).with_length_distribution(length_distribution)
+    return TASKS[name].build().with_length_distribution(length_distribution)
 
 
-__all__ = ["SPLITS", "TASKS", "TASK_NAMES", "TaskEntry", "register_task", "Pair", "Task", "check_split",
-           "check_task_name", "get_task"]
+def has_length_choice(name: str) -> bool:
+    """Whether task ``name``'s data depend on the length distribution (the ITG tasks)."""
+    return get_task(name).length_distribution is not None
+
+
+__all__ = ["DEFAULT_LENGTH_DISTRIBUTION", "LENGTH_DISTRIBUTIONS", "SPLITS", "TASKS", "TASK_NAMES", "TaskEntry",
+           "register_task", "Pair", "Task", "check_length_distribution", "check_split", "check_task_name",
+           "get_task", "has_length_choice"]

@@ -13,6 +13,12 @@ from pipeline.checks import check_integer
 # for accuracy-by-length curves beyond the test lengths.
 SPLITS: dict[str, tuple[int, int]] = {"train": (8, 64), "test": (65, 128), "long": (129, 256)}
 
+# How the source lengths of a split are distributed, for tasks whose generator has a choice (the ITG grammars):
+# "uniform", every length of the window the task can produce equally likely (§4.2's "relatively uniform
+# distribution"); "grammar", the grammar's own, skewed, distribution. docs/tasks.md gives both readings.
+LENGTH_DISTRIBUTIONS = ("uniform", "grammar")
+DEFAULT_LENGTH_DISTRIBUTION = "uniform"
+
 
 @dataclass(frozen=True, slots=True)
 class Pair:
@@ -29,6 +35,12 @@ def check_split(split: str) -> tuple[int, int]:
     return SPLITS[split]
 
 
+def check_length_distribution(reading: str) -> str:
+    if reading not in LENGTH_DISTRIBUTIONS:
+        raise ValueError(f"unknown length distribution {reading!r}; choose from: {', '.join(LENGTH_DISTRIBUTIONS)}")
+    return reading
+
+
 def check_count(n: int) -> int:
     return check_integer("the number of pairs", n)
 
@@ -40,6 +52,14 @@ class Task(abc.ABC):
     name: str
     source_vocab: tuple[str, ...]
     target_vocab: tuple[str, ...]
+    # The task's reading of LENGTH_DISTRIBUTIONS, or None when its generator has only one (the synthetic tasks draw
+    # lengths uniformly whatever is asked, so both readings are the same data).
+    length_distribution: str | None = None
+
+    def with_length_distribution(self, reading: str) -> Task:
+        """This task with its source lengths distributed as ``reading`` says (itself if it has no choice)."""
+        check_length_distribution(reading)
+        return self
 
     def sample(self, rng: np.random.Generator, split: str = "train") -> Pair:
         """One pair whose source length lies in the window of ``split``."""

@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from pipeline.tasks.length_conditioned import LengthConditionedSampler
+
 _LINK = re.compile(r"^([A-Z][A-Za-z]*)(\d+)$")
 _TOP_KEYS = {"description", "start", "max_depth", "rules", "terminal_classes"}
 _RULE_KEYS = {"p", "rule"}
@@ -113,6 +115,7 @@ class Grammar:
             raise GrammarError(f"{origin}: unary cycle {' -> '.join(cycle)}: a derivation could grow forever "
                                "without emitting words")
         self._compile()
+        self._length_samplers: dict[int, LengthConditionedSampler] = {}
 
     # ----------------------------------------------------------------------------------------- loading
 
@@ -220,6 +223,32 @@ class Grammar:
                 raise RuntimeError(f"grammar {self.name!r}: no sentence of length {min_length}..{max_length} "
                                    f"in {max_attempts} attempts")
         return pairs
+
+    def sample_uniform_lengths(self, rng: np.random.Generator, n: int, min_length: int, max_length: int
+                               ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """``n`` pairs whose source length is uniform over the lengths in ``min_length..max_length`` the grammar can
+        derive, each drawn from the grammar's distribution conditioned on its length (exact, no rejection:
+        :mod:`pipeline.tasks.length_conditioned`)."""
+        if not 1 <= min_length <= max_length:
+            raise ValueError(f"need 1 <= min_length <= max_length, got [{min_length}, {max_length}]")
+        sampler = self.length_sampler(max_length)
+        lengths = sampler.possible_lengths(min_length, max_length)
+        if not len(lengths):
+            raise ValueError(f"grammar {self.name!r} derives no sentence of length {min_length}..{max_length}")
+        uniforms = _uniforms(rng)
+        pairs = []
+        for _ in range(n):
+            root = sampler.derive(uniforms, int(lengths[int(next(uniforms) * len(lengths))]))
+            pairs.append((self._linearize(root, 0), self._linearize(root, 1)))
+        return pairs
+
+    def length_sampler(self, max_length: int) -> LengthConditionedSampler:
+        """The inside tables up to ``max_length`` words (built once per grammar and length; they cover shorter
+        windows too, so one table for the longest window serves every split)."""
+        found = self._length_samplers.get(max_length)
+        if found is None:
+            found = self._length_samplers[max_length] = LengthConditionedSampler(self, max_length)
+        return found
 
     def sample_lengths(self, rng: np.random.Generator, n: int, max_length: int) -> np.ndarray:
         """Source lengths of ``n`` unconditioned derivations; those longer than ``max_length`` (or deeper than

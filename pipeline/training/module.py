@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from pipeline.config import RunConfig, from_dict, to_dict
+from pipeline.config import RunConfig, to_dict
 from pipeline.data.encoding import IGNORE_INDEX, Batch, JointVocabulary
 from pipeline.data.stream import TrainingBatches
 from pipeline.models import build_model
@@ -21,17 +21,17 @@ from pipeline.tasks import get_task
 
 
 class TransductionModule(L.LightningModule):
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: RunConfig) -> None:
         super().__init__()
-        self.save_hyperparameters(config)  # the run's config, so that every checkpoint describes itself
-        self.config: RunConfig = from_dict(RunConfig, config)
-        self.task = get_task(self.config.task)
+        self.save_hyperparameters(to_dict(config))  # the run's config, so that every checkpoint describes itself
+        self.config = config
+        self.task = get_task(config.task, config.length_distribution)
         self.vocab = JointVocabulary.for_task(self.task, self.config.model.target_inputs)
         self.model = build_model(self.config.model, self.vocab.input_size, self.vocab.output_size)
 
     @classmethod
     def from_config(cls, config: RunConfig) -> "TransductionModule":
-        return cls(to_dict(config))
+        return cls(config)
 
     def forward(self, inputs: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         return self.model(inputs, lengths)

@@ -28,12 +28,13 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import RichProgressBar
 
-from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
+from pipeline.config import ConfigError, RunConfig, to_dict
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
+from pipeline.rundir import RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
@@ -53,7 +54,7 @@ def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
     stored config is updated. Returns "new", "same" or "budget changed"."""
     config_file = run_dir / "config.yaml"
     if config_file.exists():
-        existing = from_dict(RunConfig, yaml.safe_load(config_file.read_text()))
+        existing = RunDir(run_dir).read_config()
         if existing.identity() != config.identity():
             raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
                               f"use another directory for {config.run_id()}")
@@ -155,7 +156,8 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     commits = record_commit(run_dir)
     configure_cpu_process()
 
-    eval_sets = {split: load_eval_set(config.task, split, cache_dir) for split in EVAL_SPLITS}
+    eval_sets = {split: load_eval_set(config.task, split, cache_dir, config.length_distribution)
+                 for split in EVAL_SPLITS}
     monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
     last = monitor.last_path if monitor.last_path.exists() else None
     if last is None:
@@ -278,7 +280,7 @@ def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") 
     path = run_dir / "checkpoints" / f"{checkpoint}.ckpt"
     if not path.is_file():
         raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
-    module = TransductionModule.from_config(from_dict(RunConfig, yaml.safe_load(config_file.read_text())))
+    module = TransductionModule.from_config(RunDir(run_dir).read_config())
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["state_dict"])
     return module.to(device)
 
@@ -291,7 +293,7 @@ def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...
     module = load_run(run_dir, checkpoint, accelerator)
     out = {}
     for split in splits:
-        pairs = load_eval_set(module.config.task, split, cache_dir).pairs
+        pairs = load_eval_set(module.config.task, split, cache_dir, module.config.length_distribution).pairs
         if greedy:
             prefix = greedy_correct_prefix(module.model, pairs, module.vocab)
             lengths = torch.tensor([len(p.target) + 1 for p in pairs])
