@@ -1,8 +1,9 @@
-"""How long the ITG grammars' sentences are before rejection: the quantity the paper tuned by hand (§4.2).
+"""How long the ITG grammars' sentences are: the quantity the paper tuned by hand (§4.2), under both readings.
 
 ``transduce data-report`` draws unconditioned derivations from each grammar and writes, under
 ``reports/data/``, a histogram per grammar (``<grammar>_lengths.png``) and ``lengths.md`` with the acceptance
-rate of each length window and the histogram as a table.
+rate of each length window, the histogram as a table, and what each reading of ``length_distribution`` makes of
+each split's window: the grammar's own distribution there (exact, from the inside probabilities) against uniform.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.tasks import SPLITS, get_task
+from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, get_task
 from pipeline.tasks.itg import GrammarTask
 
 GRAMMAR_TASKS = ("svo_sov", "gender")
@@ -26,6 +27,20 @@ def sample_lengths(task_name: str, n: int, seed: int) -> np.ndarray:
     if not isinstance(task, GrammarTask):
         raise ValueError(f"task {task_name!r} has no grammar; choose from: {', '.join(GRAMMAR_TASKS)}")
     return task.grammar.sample_lengths(np.random.default_rng(seed), n, MAX_LENGTH)
+
+
+def window_distribution(task_name: str, split: str, reading: str) -> np.ndarray:
+    """``p[n]`` for n = 0 .. MAX_LENGTH: the probability of source length n in ``split`` under ``reading``
+    (exact: the grammar's inside probabilities, restricted to the window; uniform over its derivable lengths)."""
+    task = get_task(task_name)
+    low, high = SPLITS[split]
+    sampler = task.grammar.length_sampler(MAX_LENGTH)
+    p = np.zeros(MAX_LENGTH + 1)
+    if reading == "grammar":
+        p[low : high + 1] = sampler.length_probabilities()[low : high + 1]
+    else:
+        p[sampler.possible_lengths(low, high)] = 1.0
+    return p / p.sum()
 
 
 def window_rates(lengths: np.ndarray) -> dict[str, float]:
@@ -82,13 +97,14 @@ def _markdown(lengths: dict[str, np.ndarray], n: int, seed: int) -> str:
     lines = [
         "# ITG sentence lengths before rejection",
         "",
-        f"Written by `transduce data-report --samples {n} --seed {seed}` (`pipeline.reports.lengths.py`) from the "
+        f"Written by `transduce data-report --samples {n} --seed {seed}` (`pipeline/reports/lengths.py`) from the "
         "grammars in `configs/grammars/`. Each grammar derives "
         f"{n:,} sentences from its start symbol with no length condition; a derivation is stopped once it must "
-        f"exceed {MAX_LENGTH} words and counted as longer than {MAX_LENGTH}. The evaluation sets and the training "
-        "stream keep the derivations whose source length falls in a split's window (rejection sampling), so the "
-        "acceptance rate is the fraction of derivations a pair of that split costs. Source and target lengths are "
-        "equal in both grammars.",
+        f"exceed {MAX_LENGTH} words and counted as longer than {MAX_LENGTH}. Under `length_distribution: grammar` the "
+        "evaluation sets and the training stream keep the derivations whose source length falls in a split's window "
+        "(rejection sampling), so the acceptance rate is the fraction of derivations a pair of that split costs; "
+        "under `uniform` (the default) a length is drawn first and a derivation of that length drawn directly (last "
+        "section). Source and target lengths are equal in both grammars.",
         "",
         "## Acceptance rate per window",
         "",
@@ -109,4 +125,35 @@ def _markdown(lengths: dict[str, np.ndarray], n: int, seed: int) -> str:
         cells = [f"{np.mean((v >= start) & (v <= end)):.2%}" for v in lengths.values()]
         lines.append(f"| {start}–{end} | " + " | ".join(cells) + " |")
     lines.append(f"| > {MAX_LENGTH} | " + " | ".join(f"{rates[x]['beyond']:.2%}" for x in names) + " |")
+    lines += _readings(names)
     return "\n".join(lines) + "\n"
+
+
+def _readings(names: list[str]) -> list[str]:
+    """Each split's window under each reading of ``length_distribution`` (docs/tasks.md): the mean source length,
+    and the share of each 8-length bin."""
+    lines = ["", "## The two readings of §4.2 within each window", "",
+             "`length_distribution: uniform` (the default) gives every length of a split's window the grammar can "
+             "derive the same probability, and draws a pair of that length from the grammar's distribution given the "
+             "length; `grammar` keeps the grammar's own lengths inside the window. Exact values, from the grammar's "
+             "inside probabilities (`pipeline/tasks/length_conditioned.py`), not samples.", "",
+             "| grammar | split | mean source length, grammar | mean source length, uniform | lengths the grammar "
+             "cannot derive |", "|---|---|---|---|---|"]
+    lengths = np.arange(MAX_LENGTH + 1)
+    for name in names:
+        for split, (low, high) in SPLITS.items():
+            p = {r: window_distribution(name, split, r) for r in LENGTH_DISTRIBUTIONS}
+            missing = (high - low + 1) - int((p["uniform"] > 0).sum())
+            lines.append(f"| {name} | {split} {low}–{high} | {lengths @ p['grammar']:.1f} | "
+                         f"{lengths @ p['uniform']:.1f} | {missing} |")
+    for split in ("train", "test"):
+        low, high = SPLITS[split]
+        lines += ["", f"Share of the {split} window ({low}–{high}) per bin of {BIN_WIDTH} lengths:", "",
+                  "| source length | " + " | ".join(f"{n}, grammar | {n}, uniform" for n in names) + " |",
+                  "|---" * (2 * len(names) + 1) + "|"]
+        p = {(n, r): window_distribution(n, split, r) for n in names for r in LENGTH_DISTRIBUTIONS}
+        for start in range(low, high + 1, BIN_WIDTH):
+            end = min(start + BIN_WIDTH - 1, high)
+            cells = [f"{p[n, r][start : end + 1].sum():.1%}" for n in names for r in ("grammar", "uniform")]
+            lines.append(f"| {start}–{end} | " + " | ".join(cells) + " |")
+    return lines
