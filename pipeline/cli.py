@@ -7,6 +7,7 @@ with a usage error that names the value and lists what is allowed, never a trace
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from enum import Enum
@@ -111,8 +112,8 @@ def data_report(
 
 
 def _positive_float(value: float | None) -> float | None:
-    if value is not None and not value > 0:
-        raise typer.BadParameter(f"got {value}; it must be a number > 0")
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise typer.BadParameter(f"got {value}; it must be a finite number > 0")
     return value
 
 
@@ -162,6 +163,7 @@ def train(
 ) -> None:
     """Train one model on one task; rerun the same command to resume after an interruption."""
     from pipeline.config import resolve_run_config
+    from pipeline.training.run import RunStopped
     from pipeline.training.run import train as train_run
 
     stored = config is None and run_dir is not None and RunDir(run_dir).config_file.is_file()
@@ -178,6 +180,9 @@ def train(
                             accelerator=accelerator.value)
     except ConfigError as error:
         _fail(error)
+    except RunStopped as stop:
+        typer.echo(f"Stopped: {stop}", err=True)
+        raise typer.Exit(code=stop.exit_code) from None
     typer.echo(json.dumps(results, indent=2))
 
 

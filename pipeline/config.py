@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -475,5 +476,5 @@ def _choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
 
 
 def _positive(path: str, value: float) -> None:
-    if not value > 0:
-        raise ConfigError(f"{path} must be positive, got {value!r}")
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{path} must be positive{' and finite' if isinstance(value, float) else ''}, got {value!r}")

@@ -18,7 +18,7 @@ from pipeline.sweep.status import run_state
 
 def run_one(run_dir: str | Path) -> str:
     """Train (or resume) the run in ``run_dir`` from its ``config.yaml``. Returns its state afterwards."""
-    from pipeline.training.run import train
+    from pipeline.training.run import RunStopped, train
 
     run_dir = Path(run_dir)
     with run_lock(run_dir, patience=5.0) as lock:
@@ -27,7 +27,10 @@ def run_one(run_dir: str | Path) -> str:
         claim_owner(lock)
         config = RunDir(run_dir).read_config()
         try:
-            train(config, run_dir, progress=False)
+            train(config, run_dir, progress=False, locked=True)
+        except RunStopped as stop:  # the sweep stopped it (or the machine is going down): it resumes next time
+            print(stop, flush=True)
+            return "interrupted"
         except Exception as error:  # recorded, not raised: one failed run must not stop a sweep
             atomic_write_text(run_dir / "failed.json", json.dumps({
                 "error": f"{type(error).__name__}: {error}",

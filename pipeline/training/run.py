@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 import time
 import warnings
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ import lightning as L
 import torch
 import yaml
 from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from pipeline.config import ConfigError, RunConfig, to_dict
 from pipeline.data.cache import load_eval_set
@@ -36,6 +38,7 @@ from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
 from pipeline.rundir import RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
+from pipeline.sweep.locks import claim_owner, lock_owner, run_lock
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import REOPEN_MARKER, TrainingMonitor
@@ -130,17 +133,48 @@ def build_trainer(config: RunConfig, run_dir: Path, monitor: TrainingMonitor, re
 
 
 def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | None = None,
-          progress: bool = True, restart: bool = False, reopen: bool = False, accelerator: str = "auto") -> dict:
+          progress: bool = True, restart: bool = False, reopen: bool = False, accelerator: str = "auto",
+          locked: bool = False) -> dict:
     """Train (or resume, or extend, or just return the results of) the run described by ``config``.
 
     A run directory whose results cover ``config`` (it trained ``max_batches``, or stopped early) returns them. One
     whose budget was raised since is extended: its results are kept as ``results.<batches>.json`` and training
     resumes from ``last.ckpt``. A run that stopped early (pruned, converged, plateau) is continued only with
     ``reopen``. A directory that has logged batches but lost ``last.ckpt`` is refused unless ``restart``, which
-    trains the run again from batch 0 (its metrics, checkpoints and results are replaced)."""
+    trains the run again from batch 0 (its metrics, checkpoints and results are replaced).
+
+    Only one process trains a run directory: this takes its lock (:mod:`pipeline.sweep.locks`) and raises
+    :class:`RunBusy` when another process holds it; ``locked`` says the caller (a sweep worker) holds it already."""
     config.validate()
     resolve_device(accelerator)  # an unknown accelerator, or cuda where there is none: refused before any work
     run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
+    if locked:
+        return _train(config, run_dir, cache_dir, progress, restart, reopen, accelerator)
+    with run_lock(run_dir) as lock:  # one process trains a run: a second is refused, as sweep workers are
+        if not lock:
+            owner = lock_owner(run_dir)
+            raise RunBusy(f"{run_dir} is being trained by another process{f' ({owner})' if owner else ''}; "
+                          "wait for it to end, or stop it first")
+        claim_owner(lock)
+        return _train(config, run_dir, cache_dir, progress, restart, reopen, accelerator)
+
+
+class RunStopped(KeyboardInterrupt):
+    """Training was stopped from outside (SIGTERM, Ctrl-C) before the run ended. Nothing is lost: the run resumes
+    from its last checkpoint when trained again. ``exit_code`` is the shell's for that signal (143, 130)."""
+
+    def __init__(self, run_dir: Path, batch: int, why: str, exit_code: int):
+        super().__init__(f"{run_dir}: training was stopped by {why} at batch {batch}, before the run ended; run the "
+                         "same command again to resume it from its last checkpoint")
+        self.exit_code = exit_code
+
+
+class RunBusy(ConfigError):
+    """The run directory's lock is held by another process (a ``transduce train`` or a sweep worker)."""
+
+
+def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: bool, restart: bool, reopen: bool,
+           accelerator: str) -> dict:
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     if restart:
         clear_run(run_dir)
@@ -168,9 +202,12 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     module = TransductionModule.from_config(config)
     with quiet_lightning():
         trainer = build_trainer(config, run_dir, monitor, resume_step, progress, accelerator)
-        trainer.fit(module, ckpt_path=last)
-    if trainer.interrupted:  # stopped from outside: the run is unfinished and resumes next time
-        raise KeyboardInterrupt(f"training of {run_dir} was interrupted at batch {trainer.global_step}")
+        try:
+            trainer.fit(module, ckpt_path=last)
+        except SIGTERMException:  # Lightning's: a SystemExit with status 0, which would read as success
+            raise RunStopped(run_dir, trainer.global_step, "SIGTERM", 128 + signal.SIGTERM) from None
+    if trainer.interrupted:  # stopped from outside (Ctrl-C): the run is unfinished and resumes next time
+        raise RunStopped(run_dir, trainer.global_step, "an interrupt", 128 + signal.SIGINT)
 
     results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir, commits)
     atomic_write_text(results_file, json.dumps(results, indent=2) + "\n")
