@@ -268,6 +268,7 @@ def sweep(
         for s in statuses:
             typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
         typer.echo(summary(statuses, workers or default_workers(config)))
+        _warn_damaged(s.run_dir for s in statuses if s.state == "damaged")
         return
     if executor is Executor.slurm:
         submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
@@ -275,6 +276,12 @@ def sweep(
     else:
         _exit_if_unfinished(run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo,
                                       retry_pruned=retry_pruned))
+
+
+def _warn_damaged(run_dirs) -> None:
+    """One line per damaged run on standard error, naming the file and what is wrong with it."""
+    for run_dir in run_dirs:
+        typer.echo(f"Warning: damaged run: {RunDir(run_dir).damage()}", err=True)
 
 
 def _exit_if_unfinished(statuses) -> None:
@@ -295,12 +302,17 @@ def report(
     profile: Path = typer.Argument(..., help="The profile whose finished runs to report, e.g. configs/cpu.yaml."),
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where its run directories are (default: runs/<profile>)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>)."),
+    force: bool = typer.Option(False, "--force", help="Write the report even from no done runs, or from fewer than "
+                                                      "the report already there counted."),
 ) -> None:
     """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
     from pipeline.reports.build import write_report
 
     config = _load_profile(profile)
-    typer.echo(f"wrote {write_report(config, profile, runs_dir, out)}")
+    try:
+        typer.echo(f"wrote {write_report(config, profile, runs_dir, out, force=force)}")
+    except ConfigError as error:
+        _fail(error)
 
 
 TraceFormat = choices("TraceFormat", "png", "json")
@@ -346,8 +358,8 @@ def runs(
     runs_dir: Path = typer.Option(None, "--runs-dir", help="For a profile: where its runs are (default: runs/<name>)."),
     task: list[TaskName] = typer.Option(None, "--task", help="Only these tasks (repeatable)."),
     model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
-    status: list[str] = typer.Option(None, "--status", help="Only runs in these states: finished, running, failed, "
-                                                            "pruned, interrupted, not started (repeatable)."),
+    status: list[str] = typer.Option(None, "--status", help="Only runs in these states: finished, pruned, failed, "
+                                                            "damaged, running, interrupted, pending (repeatable)."),
     format: RunsFormat = typer.Option(RunsFormat.table, "--format", help="table, csv or json."),
 ) -> None:
     """List runs: id, task, model, hidden, lr, seed, status, batches, training perplexity, accuracies."""
@@ -357,7 +369,7 @@ def runs(
         if value not in RUN_STATES:
             _fail(ConfigError(f"--status must be one of {', '.join(RUN_STATES)}; got {value!r}"))
     try:
-        table = list_runs(where, runs_dir)
+        table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True))
     except ConfigError as error:
         _fail(error)
     if task:

@@ -12,15 +12,32 @@
     train.log                 a sweep worker's output
     traces/                   memory traces drawn by the report
     wandb/                    the offline dashboard, unless tracking is off
+    .lock                     held by the one process training the run (pipeline.sweep.locks)
+
+A run is in one of :data:`STATES`, read off its folder by :meth:`RunDir.state`:
+
+* **finished** once ``results.json`` exists and covers the run's budget (it trained ``max_batches``, or stopped
+  early: see :mod:`pipeline.training.stopping`): never trained again. A run that hit its budget, whose budget was
+  raised since, is *interrupted* again: it resumes from its last checkpoint up to the new budget;
+* **pruned** when it was stopped on its initial plateau by the profile's pruning rule: done, not failed;
+* **failed** when ``failed.json`` exists (an exception or a NaN loss, with the traceback): left alone unless
+  retried; a sweep goes on with the other runs;
+* **damaged** when a file the reports read cannot be read (a truncated ``results.json``, a ``metrics.csv`` that
+  lost its rows): named, never trained over and never reported from; :meth:`RunDir.check` says what is wrong;
+* **running** while a process holds its lock;
+* **interrupted** when it has a checkpoint but no process: it resumes from ``last.ckpt``;
+* **pending** otherwise.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
 
 from pipeline.config import ConfigError, RunConfig, stored_run_config
+from pipeline.files import read_complete_rows
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"
@@ -33,6 +50,13 @@ TRAIN_LOG = "train.log"
 CHECKPOINTS = "checkpoints"
 TRACES = "traces"
 WANDB = "wandb"
+
+STATES = ("finished", "pruned", "failed", "damaged", "running", "interrupted", "pending")
+DONE = ("finished", "pruned")  # nothing left to train
+
+
+class DamagedRun(ConfigError):
+    """A run file that exists but cannot be read as what it should be; the message names it and what is wrong."""
 
 
 class RunDir:
@@ -88,3 +112,91 @@ class RunDir:
             return stored_run_config(data)
         except ConfigError as error:
             raise ConfigError(f"{self.config_file}: {error}") from None
+
+    def read_results(self) -> dict | None:
+        """``results.json`` (None before the run has finished); :class:`DamagedRun` if it does not parse."""
+        return _read_json(self.results_file, required=("batches", "train_perplexity", "train_coarse", "test_coarse"))
+
+    def read_failure(self) -> str:
+        """The first line of the error ``failed.json`` records ('' when there is none)."""
+        failure = _read_json(self.failed_file, required=("error",))
+        return "" if failure is None else str(failure["error"]).splitlines()[0]
+
+    def read_metrics(self) -> list[dict]:
+        """The rows of ``metrics.csv`` (none before the first log), a line cut short by a crash ignored;
+        :class:`DamagedRun` if the file exists but has no header with a ``step`` column, or a step is not a
+        number."""
+        if not self.metrics_file.exists():
+            return []
+        try:
+            header, rows = read_complete_rows(self.metrics_file)
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise DamagedRun(f"{self.metrics_file}: unreadable ({error})") from None
+        if "step" not in header:
+            raise DamagedRun(f"{self.metrics_file}: " + ("empty" if not header else "no 'step' column in its header"))
+        for row in rows:
+            try:
+                int(row["step"])
+            except (TypeError, ValueError):
+                raise DamagedRun(f"{self.metrics_file}: step {row['step']!r} is not a batch number") from None
+        return rows
+
+    def check(self) -> None:
+        """Raise :class:`DamagedRun` naming the first file a report or a listing could not trust: results that do
+        not parse, a log that does not, or a finished run whose log stops before its results' batches."""
+        results = self.read_results()
+        rows = self.read_metrics()
+        self.read_failure()
+        if results is not None:
+            logged = max((int(row["step"]) for row in rows), default=0)
+            if logged < int(results["batches"]):
+                raise DamagedRun(f"{self.metrics_file}: logs {logged} batches but {RESULTS} reports "
+                                 f"{results['batches']}; the log of a finished run was cut or emptied")
+
+    def state(self, config: RunConfig | None = None) -> str:
+        """One of :data:`STATES` (``config``: the budget asked of the run now; None: any budget)."""
+        from pipeline.sweep.locks import is_locked
+        from pipeline.training.results import results_cover, stop_reason
+
+        try:
+            self.check()
+            results = self.read_results()
+        except DamagedRun:
+            return "running" if is_locked(self.path) else "damaged"
+        if results is not None and results_cover(results, config):
+            return "pruned" if stop_reason(results) == "pruned" else "finished"
+        if is_locked(self.path):
+            return "running"
+        if self.failed_file.exists():
+            return "failed"
+        if self.last_checkpoint.exists():
+            return "interrupted"
+        return "pending"
+
+    def damage(self) -> str:
+        """What is wrong with the run's files ('' if nothing)."""
+        try:
+            self.check()
+        except DamagedRun as error:
+            return str(error)
+        return ""
+
+
+def _read_json(path: Path, required: tuple[str, ...]) -> dict | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DamagedRun(f"{path}: unreadable ({error})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        what = "empty" if not text.strip() else f"not valid JSON ({error})"
+        raise DamagedRun(f"{path}: {what}") from None
+    if not isinstance(data, dict):
+        raise DamagedRun(f"{path}: not a JSON object")
+    missing = [key for key in required if key not in data]
+    if missing:
+        raise DamagedRun(f"{path}: missing {', '.join(map(repr, missing))}")
+    return data

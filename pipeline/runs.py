@@ -4,7 +4,6 @@ sweep resumed, on a machine that never held them."""
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import tempfile
@@ -14,11 +13,11 @@ import pandas as pd
 
 from pipeline.config import ConfigError, RunConfig
 from pipeline.files import current_umask
-from pipeline.rundir import RunDir
+from pipeline.rundir import DONE, STATES, RunDir
 from pipeline.sweep.status import run_state
 from pipeline.training.results import last_logged, logged_rows
 
-RUN_STATES = ("finished", "pruned", "running", "failed", "interrupted", "not started")
+RUN_STATES = STATES  # one vocabulary: what `runs --status` filters on is what `sweep --status` and reports print
 COLUMNS = ["id", "task", "model", "hidden", "lr", "seed", "status", "batches", "train_perplexity", "train_coarse",
            "train_fine", "test_coarse", "test_fine"]
 
@@ -27,13 +26,14 @@ def run_row(config: RunConfig, run_dir: Path) -> dict:
     """One run's row: settings from its config, state and numbers from its directory (the final results when it
     has them, else the last logged ones)."""
     state = run_state(run_dir, config)
-    row = dict(id=run_dir.name, task=config.task, model=config.model.name, hidden=config.model.hidden,
+    row = dict(id=run_dir.name, path=run_dir, task=config.task, model=config.model.name, hidden=config.model.hidden,
                lr=config.training.lr, seed=config.training.seed,
-               status="not started" if state == "pending" else state, batches=0, train_perplexity=math.nan,
+               status=state, batches=0, train_perplexity=math.nan,
                train_coarse=math.nan, train_fine=math.nan, test_coarse=math.nan, test_fine=math.nan)
-    results = run_dir / "results.json"
-    if state in ("finished", "pruned") and results.exists():
-        r = json.loads(results.read_text())
+    if state == "damaged":
+        return row
+    if state in DONE:
+        r = RunDir(run_dir).read_results()
         row.update(batches=r["batches"], train_perplexity=r["train_perplexity"],
                    **{k: r[k] for k in ("train_coarse", "train_fine", "test_coarse", "test_fine")})
     elif rows := logged_rows(run_dir):  # not done yet: the last values it logged
@@ -43,9 +43,11 @@ def run_row(config: RunConfig, run_dir: Path) -> dict:
     return row
 
 
-def list_runs(where: str | Path, runs_root: Path | None = None) -> pd.DataFrame:
+def list_runs(where: str | Path, runs_root: Path | None = None, warn=None) -> pd.DataFrame:
     """Every run of a profile (``where`` a YAML file; runs not started included) or of a folder (every directory
-    in it holding a run's config.yaml)."""
+    in it holding a run's config.yaml). A run whose files are damaged is listed as such and ``warn`` is called with a
+    line naming the file; a folder's directory whose config cannot be read is left out, with a warning."""
+    warn = warn or (lambda line: None)
     where = Path(where)
     if where.is_file():
         from pipeline.sweep import load_sweep, sweep_root
@@ -56,10 +58,17 @@ def list_runs(where: str | Path, runs_root: Path | None = None) -> pd.DataFrame:
     elif where.is_dir():
         rows = []
         for config_file in sorted(where.glob("*/config.yaml")):
-            config = RunDir(config_file.parent).read_config()
+            try:
+                config = RunDir(config_file.parent).read_config()
+            except ConfigError as error:
+                warn(f"left out: {error}")
+                continue
             rows.append(run_row(config, config_file.parent))
     else:
         raise ConfigError(f"{str(where)!r} is neither a profile file nor a folder of runs")
+    for row in rows:
+        if row["status"] == "damaged":
+            warn(f"damaged run: {RunDir(row['path']).damage()}")
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -93,3 +93,130 @@ def test_sigterm_stops_training_with_a_non_zero_exit_and_the_run_resumes(tmp_pat
     assert not (run_dir / "results.json").exists()
     monkeypatch.setattr(TransductionModule, "training_step", step)
     assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
+
+
+# -- rows 2, 3, 4: damaged run files are named, never silently reported from; a report never shrinks by accident --
+
+def tiny_profile(tmp_path):
+    data = {"name": "tiny", "workers": 1,
+            "defaults": {"model": {"memory_width": 4, "embedding": 4},
+                         "training": dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10,
+                                          test_eval_size=10, final_eval_size=10, checkpoint_every=10,
+                                          early_stop_patience=0),
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["reversal"], "models": ["lstm1", "stack"], "hidden": [8]}]}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished_profile(tmp_path_factory, cache_dir):
+    """A two-run profile trained to its end once for this module: (profile file, runs folder)."""
+    import os
+
+    from pipeline.sweep import load_sweep, sweep_root
+
+    os.environ["TRANSDUCE_DATA_CACHE"] = str(cache_dir)
+    folder = tmp_path_factory.mktemp("finished")
+    path = tiny_profile(folder)
+    sweep = load_sweep(path)
+    root = sweep_root(sweep, folder / "runs")
+    for run in sweep.runs():
+        train(run, root / run.run_id(), progress=False)
+    return path, root
+
+
+@pytest.fixture
+def runs_copy(finished_profile, tmp_path):
+    import shutil
+
+    path, root = finished_profile
+    shutil.copytree(root, tmp_path / "runs")
+    return path, tmp_path / "runs"
+
+
+def test_a_finished_run_whose_log_was_emptied_is_damaged_and_refuses_the_report(runs_copy, tmp_path):
+    from pipeline.reports.build import ReportRefused, write_report
+    from pipeline.sweep import load_sweep
+
+    path, runs = runs_copy
+    sweep = load_sweep(path)
+    write_report(sweep, path, runs, tmp_path / "out", command="pytest")
+    before = (tmp_path / "out" / "table3.csv").read_text()
+    victim = sorted(runs.iterdir())[0]
+    (victim / "metrics.csv").write_text("")
+    with pytest.raises(ReportRefused, match=re.escape(str(victim / "metrics.csv")) + ": empty"):
+        write_report(sweep, path, runs, tmp_path / "out", command="pytest")
+    assert (tmp_path / "out" / "table3.csv").read_text() == before  # nothing rewritten
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "damaged files" in result.stderr and "Traceback" not in result.output
+    # a log cut short of the run's results is damaged too
+    (victim / "metrics.csv").write_text("step,train/perplexity\n10,5.0\n")
+    with pytest.raises(ReportRefused, match="logs 10 batches but results.json reports 20"):
+        write_report(sweep, path, runs, tmp_path / "out", command="pytest")
+
+
+@pytest.mark.parametrize("damage, what", [
+    (lambda d: (d / "results.json").write_text('{"batches": 2'), "results.json: not valid JSON"),
+    (lambda d: (d / "results.json").write_text(""), "results.json: empty"),
+    (lambda d: (d / "metrics.csv").write_bytes(b"\x00garbage\x00\n1,2\n"), "metrics.csv: no 'step' column"),
+])
+def test_a_garbage_run_file_is_named_in_one_line_and_the_other_runs_are_still_listed(runs_copy, damage, what):
+    path, runs = runs_copy
+    victim, other = sorted(runs.iterdir())
+    damage(victim)
+    for args in (["runs", str(path), "--runs-dir", str(runs)], ["runs", str(runs)]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert other.name in result.stdout and victim.name in result.stdout
+        assert "damaged" in result.stdout
+        warnings = [line for line in result.stderr.splitlines() if line.startswith("Warning: damaged run:")]
+        assert len(warnings) == 1 and str(victim) in warnings[0] and what in warnings[0]
+    result = runner.invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--status"])
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"damaged\s+\d+/20\s+{victim.name}", result.stdout)
+    assert re.search(rf"finished\s+20/20\s+{other.name}", result.stdout)
+    assert what in result.stderr and "Traceback" not in result.output
+
+
+def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures_go(runs_copy, tmp_path):
+    import shutil
+
+    from pipeline.reports.build import ReportRefused, write_report
+    from pipeline.sweep import load_sweep
+
+    path, runs = runs_copy
+    sweep = load_sweep(path)
+    out = tmp_path / "out"
+    write_report(sweep, path, runs, out, command="pytest")
+    committed = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (out / "convergence_copy.png").write_bytes(b"an old report's figure")  # a task this profile does not train
+    with pytest.raises(ReportRefused, match=r"0 done run\(s\) in .*missing, where the report in .* counted 2"):
+        write_report(sweep, path, tmp_path / "missing", out, command="pytest")
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(tmp_path / "typo"), "--out", str(out)])
+    assert result.exit_code == 2 and "--force writes the report anyway" in flat(result.stderr)
+    shutil.rmtree(sorted(runs.iterdir())[0])
+    with pytest.raises(ReportRefused, match="1 done run"):
+        write_report(sweep, path, runs, out, command="pytest")
+    assert all(p.read_bytes() == data for p, data in committed.items())  # the report there is untouched
+    write_report(sweep, path, runs, out, command="pytest", force=True)
+    assert not (out / "convergence_copy.png").exists()  # never left behind by a newer report
+
+
+# -- row 5: a checkpoint a kill left unreadable is named, with the way out ------------------------------------------
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all"])
+def test_an_unreadable_checkpoint_is_named_with_restart_suggested(content, tmp_path):
+    from pipeline.rundir import DamagedRun
+
+    run_dir = tmp_path / "run"
+    train(tiny(max_batches=20), run_dir, progress=False)
+    (run_dir / "results.json").unlink()  # as if killed before the end
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(content)
+    with pytest.raises(DamagedRun, match=r"last.ckpt: not a readable checkpoint .*--restart --run-dir"):
+        train(tiny(max_batches=40), run_dir, progress=False)
+    result = runner.invoke(app, ["train", "--run-dir", str(run_dir), "--max-batches", "40", "--no-progress"])
+    assert result.exit_code == 2 and "not a readable checkpoint" in result.stderr
+    assert "Traceback" not in result.output and "Aborted" not in result.output
+    assert train(tiny(max_batches=40), run_dir, progress=False, restart=True)["batches"] == 40

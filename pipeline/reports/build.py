@@ -24,13 +24,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
+from pipeline.config import MODEL_NAMES, ConfigError, SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.models import DISPLAY_NAMES, MODELS
 from pipeline.provenance import provenance
 from pipeline.registry import Field
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import all_runs, continuation, select_models, summary_line, table3, table3_markdown
+from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
 from pipeline.training.stopping import describe
@@ -246,27 +247,58 @@ def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str
     return "; " + "; ".join(notes) if notes else ""
 
 
+class ReportRefused(ConfigError):
+    """A report that would silently lose or change what the report already there says."""
+
+
+def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Path, force: bool) -> None:
+    """See :func:`write_report`: damaged runs refuse a report; so do zero done runs, or fewer than the existing
+    report's ``all_runs.csv`` counted, unless ``force``."""
+    damaged = [RunDir(s.run_dir).damage() for s in statuses if s.state == "damaged"]
+    if damaged:
+        raise ReportRefused(f"{len(damaged)} run(s) have damaged files, so their cells would change silently: "
+                            + "; ".join(damaged) + ". Repair or remove them (transduce train --restart --run-dir "
+                            "trains one again), then report")
+    done = sum(s.state in DONE for s in statuses)
+    before = 0
+    if (out_dir / "all_runs.csv").is_file():
+        try:
+            before = int(pd.read_csv(out_dir / "all_runs.csv").state.isin(DONE).sum())
+        except (ValueError, AttributeError, pd.errors.ParserError):
+            before = 0
+    if not force and (done == 0 or done < before):
+        raise ReportRefused(f"{done} done run(s) in {root}, where the report in {out_dir} counted {before}: "
+                            "is the runs folder right? `transduce archive " + str(config_file) + " --restore` "
+                            "brings back the committed runs (or `make report`); --force writes the report anyway")
+
+
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                  out_dir: Path | None = None, command: str | None = None,
-                 experiments_dir: Path | None = None) -> Path:
+                 experiments_dir: Path | None = None, force: bool = False) -> Path:
     """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path. Experiments kept under
-    ``experiments_dir`` (default ``reports/experiments/``) are linked from their cells' rows."""
+    ``experiments_dir`` (default ``reports/experiments/``) are linked from their cells' rows.
+
+    Refused before anything is written (:class:`ReportRefused`): when a run's files are damaged (its cell would
+    change silently), and, unless ``force``, when no run is done or fewer are than the report already there counted
+    (a mistyped runs folder would otherwise overwrite a committed report). Figures the new report does not draw are
+    removed, so none is left behind from an older report."""
     from pipeline.paths import REPORTS_DIR
 
     root = sweep_root(sweep, runs_root)
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / sweep.name
+    statuses = sweep_status(sweep, runs_root)
+    check_reportable(statuses, out_dir, root, config_file, force)
     out_dir.mkdir(parents=True, exist_ok=True)
     header = provenance(command) + (f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`)."
                                     " Run commits are listed per run in `all_runs.csv`.")
 
-    statuses = sweep_status(sweep, runs_root)
     runs = all_runs(sweep, runs_root)
     atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
     selected = select_models(runs)
     experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
     table = table3(runs, sweep, continuations_of(experiments, set(runs.run_id)))
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
-    finished = [json.loads((s.run_dir / "results.json").read_text()) for s in statuses if s.state in DONE]
+    finished = [RunDir(s.run_dir).read_results() for s in statuses if s.state in DONE]
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
     atomic_write_text(out_dir / "table3.md", table3_markdown(table, header, " or ".join(map(str, sizes)) or "1000",
                                                             TASK_TITLES))
@@ -282,6 +314,10 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             figures.append((task, "length", path.name))
 
     traces = memory_traces(table, root, out_dir)
+    drawn = {out_dir / name for _, _, name in figures} | {out_dir / path for path in traces.values()}
+    for stale in [*out_dir.glob("*.png"), *out_dir.glob("traces/*.png")]:
+        if stale not in drawn:
+            stale.unlink()
 
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     failed = [s for s in statuses if s.state == "failed"]
@@ -296,8 +332,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
              "[all_runs.csv](all_runs.csv)."]
     if failed:
         lines += ["", "Failed runs (see `failed.json` in each):", ""]
-        lines += [f"- `{s.run_dir.name}`: {json.loads((s.run_dir / 'failed.json').read_text())['error']}"
-                  for s in failed]
+        lines += [f"- `{s.run_dir.name}`: {RunDir(s.run_dir).read_failure()}" for s in failed]
     lines += ["", "## Table 3, cell by cell", "",
               "Each cell's verdict and the evidence it rests on; the full table with every value beside the paper's is "
               "[table3.md](table3.md) ([CSV](table3.csv)).", "",

@@ -17,7 +17,6 @@ Only training numbers choose anything here. Test-length numbers are reported, ne
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pandas as pd
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash
 from pipeline.models import DISPLAY_NAMES
 from pipeline.reports.published import table3 as published_table3
+from pipeline.rundir import DamagedRun, RunDir
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values, stop_reason
@@ -65,7 +65,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                                                                                    "train/perplexity")]),
                    run_id=run.run_id(), commit="")
         if status.state in DONE:
-            results = json.loads((status.run_dir / "results.json").read_text())
+            results = RunDir(status.run_dir).read_results()
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
                        train_perplexity=results["train_perplexity"], commit=results.get("commit", ""),
                        **{m: results[m] for m in METRICS})
@@ -140,7 +140,9 @@ def continuation(folder: Path) -> dict:
     """A run kept outside the profile (``reports/experiments/<name>/``: its ``results.json`` and ``metrics.csv``),
     read for :func:`table3`'s ``continuations``: its four values, batches, stop reason, training perplexity and
     whether that perplexity was still falling at its end."""
-    results = json.loads((Path(folder) / "results.json").read_text())
+    results = RunDir(folder).read_results()
+    if results is None:
+        raise DamagedRun(f"{RunDir(folder).results_file}: missing")
     perplexities = [p for _, p in logged_values(logged_rows(folder), "train/perplexity")]
     return dict(run_id=results["run_id"], name=Path(folder).name, batches=int(results["batches"]),
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],

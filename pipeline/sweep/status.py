@@ -1,22 +1,9 @@
-"""Where a sweep stands: the state of every run, read off its directory, and how long the rest should take.
-
-A run is
-
-* **finished** once ``results.json`` exists and covers the run's budget (it trained ``max_batches``, or converged:
-  see :mod:`pipeline.training.stopping`): never trained again. A run that hit its budget, whose budget was raised
-  since, is *interrupted* again: it resumes from its last checkpoint up to the new budget;
-* **pruned** when it was stopped on its initial plateau by the profile's pruning rule: done, not failed;
-  ``retry_pruned`` continues it;
-* **failed** when ``failed.json`` exists (an exception or a NaN loss, with the traceback): left alone unless
-  ``retry_failed``; the sweep goes on with the other runs;
-* **running** while a worker holds its lock (:mod:`pipeline.sweep.locks`);
-* **interrupted** when it has a checkpoint but no worker: it resumes from ``last.ckpt``;
-* **pending** otherwise.
-"""
+"""Where a sweep stands: the state of every run (:data:`pipeline.rundir.STATES`, read off its folder by
+:class:`pipeline.rundir.RunDir`), and how long the rest should take. A sweep retries failed runs with
+``retry_failed`` and continues pruned ones with ``retry_pruned``; it never trains over a damaged run."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +11,11 @@ from pathlib import Path
 from pipeline.config import RunConfig, SweepConfig
 from pipeline.files import read_complete_rows
 from pipeline.paths import RUNS_DIR
-from pipeline.sweep.locks import is_locked, lock_owner
-from pipeline.training.results import logged_rows, results_cover, stop_reason
+from pipeline.rundir import DONE, STATES, DamagedRun, RunDir
+from pipeline.sweep.locks import lock_owner
 
-STATES = ("finished", "pruned", "failed", "running", "interrupted", "pending")
-DONE = ("finished", "pruned")  # nothing left to train
+__all__ = ["DONE", "STATES", "RunStatus", "run_state", "run_status", "summary", "sweep_root", "sweep_status",
+           "unfinished"]
 
 
 def sweep_root(sweep: SweepConfig, runs_root: Path | None = None) -> Path:
@@ -45,23 +32,12 @@ class RunStatus:
 
     @property
     def batches_left(self) -> int:
-        return 0 if self.state in (*DONE, "failed") else self.config.training.max_batches - self.batches_done
+        return 0 if self.state in (*DONE, "failed", "damaged") else self.config.training.max_batches - self.batches_done
 
 
 def run_state(run_dir: Path, config: RunConfig | None = None) -> str:
     """One of :data:`STATES`, read off the run directory (``config``: the budget the sweep asks of it now)."""
-    results_file = run_dir / "results.json"
-    if results_file.exists():
-        results = json.loads(results_file.read_text())
-        if results_cover(results, config):
-            return "pruned" if stop_reason(results) == "pruned" else "finished"
-    if is_locked(run_dir):
-        return "running"
-    if (run_dir / "failed.json").exists():
-        return "failed"
-    if (run_dir / "checkpoints" / "last.ckpt").exists():
-        return "interrupted"
-    return "pending"
+    return RunDir(run_dir).state(config)
 
 
 def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunStatus:
@@ -70,7 +46,10 @@ def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunSta
     if active and state in ("pending", "interrupted"):
         state = "running"
     done, seconds = 0, 0.0
-    rows = logged_rows(run_dir)
+    try:
+        rows = RunDir(run_dir).read_metrics()
+    except DamagedRun:
+        rows = []
     if rows:
         done = int(rows[-1]["step"])
         seconds = float(rows[-1].get("time/elapsed_s") or 0.0)  # where runs before timings.csv kept it
@@ -89,10 +68,11 @@ def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[
 
 def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[float]] | None = None) -> str:
     """'12 finished, 2 running, 0 failed, 21 to go; at most ~1.4 h left' (early stops make it an upper bound);
-    pruned runs are counted after the finished ones when there are any."""
+    pruned and damaged runs are counted when there are any."""
     counts = Counter(s.state for s in statuses)
     to_go = counts["interrupted"] + counts["pending"]
     parts = [f"{counts['finished']} finished"] + ([f"{counts['pruned']} pruned"] if counts["pruned"] else [])
+    parts += [f"{counts['damaged']} damaged"] if counts["damaged"] else []
     line = ", ".join(parts + [f"{counts['running']} running", f"{counts['failed']} failed", f"{to_go} to go"])
     eta = estimate_seconds_left(statuses, workers, measured)
     if counts["running"] + to_go:
@@ -110,7 +90,7 @@ def estimate_seconds_left(statuses: list[RunStatus], workers: int,
         if s.config.model.name in (measured or {}):
             continue
         if s.state in DONE:
-            r = json.loads((s.run_dir / "results.json").read_text())
+            r = RunDir(s.run_dir).read_results()
             rate = (r["train_seconds"] + r["eval_seconds"]) / max(1, r["batches"])
         elif s.batches_done and s.seconds:
             rate = s.seconds / s.batches_done
@@ -135,8 +115,13 @@ def unfinished(statuses: list[RunStatus]) -> list[str]:
         if s.state in DONE:
             continue
         if s.state == "failed":
-            why = "failed: " + json.loads((s.run_dir / "failed.json").read_text())["error"].splitlines()[0]
-            why += " (--retry-failed runs it again)"
+            try:
+                why = "failed: " + RunDir(s.run_dir).read_failure() + " (--retry-failed runs it again)"
+            except DamagedRun as error:
+                why = f"failed, and {error}"
+        elif s.state == "damaged":
+            why = f"damaged: {RunDir(s.run_dir).damage()} (repair or remove the file; `transduce train --restart "
+            why += "--run-dir` trains it again)"
         elif s.state == "running":
             owner = lock_owner(s.run_dir)
             why = f"still running in another process ({owner})" if owner else "still running in another process"

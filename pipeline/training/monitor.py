@@ -28,6 +28,7 @@ from lightning.pytorch.loggers import CSVLogger
 from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
 from pipeline.files import atomic_write_text
+from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.stopping import counts_toward_plateau, plateau_stall, should_prune
 
@@ -62,11 +63,11 @@ class TrainingMonitor(L.Callback):
 
     @property
     def last_path(self) -> Path:
-        return self.run_dir / "checkpoints" / "last.ckpt"
+        return RunDir(self.run_dir).last_checkpoint
 
     @property
     def best_path(self) -> Path:
-        return self.run_dir / "checkpoints" / "best.ckpt"
+        return RunDir(self.run_dir).best_checkpoint
 
     # -- checkpointed state -----------------------------------------------------------------------------------------
 

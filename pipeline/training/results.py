@@ -26,13 +26,11 @@ LEARNED_COARSE = 0.99  # the training coarse accuracy at which a run counts as h
 
 
 def logged_rows(run_dir) -> list[dict]:
-    """The rows of a run's ``metrics.csv`` (none if it has not logged yet), a cut-off last line ignored."""
-    from pathlib import Path
+    """The rows of a run's ``metrics.csv`` (none if it has not logged yet), a cut-off last line ignored; a file
+    that does not parse raises :class:`pipeline.rundir.DamagedRun` naming it."""
+    from pipeline.rundir import RunDir
 
-    from pipeline.files import read_complete_rows
-
-    metrics = Path(run_dir) / "metrics.csv"
-    return read_complete_rows(metrics)[1] if metrics.exists() else []
+    return RunDir(run_dir).read_metrics()
 
 
 def logged_values(rows: list[dict], column: str) -> list[tuple[int, float]]:

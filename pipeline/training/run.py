@@ -36,7 +36,7 @@ from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy
 from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit
-from pipeline.rundir import RunDir
+from pipeline.rundir import DamagedRun, RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.sweep.locks import claim_owner, lock_owner, run_lock
 from pipeline.training.metrics_log import ResumableCSVLogger
@@ -196,7 +196,7 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
     last = monitor.last_path if monitor.last_path.exists() else None
     if last is None:
         refuse_lost_progress(run_dir)
-    resume_step = torch.load(last, map_location="cpu", weights_only=False)["global_step"] if last else None
+    resume_step = read_checkpoint(last, run_dir)["global_step"] if last else None
 
     L.seed_everything(config.training.seed, workers=True, verbose=False)
     module = TransductionModule.from_config(config)
@@ -216,6 +216,20 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
 
         log_final_results(trainer.loggers, results)
     return results
+
+
+def read_checkpoint(path: Path, run_dir: Path) -> dict:
+    """A checkpoint's contents; one that does not load (cut short by a kill, overwritten) is a :class:`DamagedRun`
+    naming the file, instead of a pickling traceback."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(checkpoint, dict) or "global_step" not in checkpoint or "state_dict" not in checkpoint:
+            raise ValueError("not a Lightning checkpoint")
+    except Exception as error:  # EOFError, UnpicklingError, RuntimeError (zip), ValueError: all mean unusable
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        raise DamagedRun(f"{path}: not a readable checkpoint ({type(error).__name__}: {first}); "
+                         f"`transduce train --restart --run-dir {run_dir}` trains the run again from batch 0") from None
+    return checkpoint
 
 
 def archive_results(run_dir: Path) -> None:
@@ -272,7 +286,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
                   run_dir: Path, commits: list[str]) -> dict:
     """Evaluate the selected checkpoint on the cached sets and describe the run."""
     if monitor.best_path.exists():
-        module.load_state_dict(torch.load(monitor.best_path, map_location="cpu", weights_only=False)["state_dict"])
+        module.load_state_dict(read_checkpoint(monitor.best_path, run_dir)["state_dict"])
     started = time.monotonic()
     n = module.config.training.final_eval_size
     scores = {split: evaluate(module.model, eval_sets[split].pairs[:n], module.vocab) for split in EVAL_SPLITS}
@@ -318,7 +332,7 @@ def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") 
     if not path.is_file():
         raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
     module = TransductionModule.from_config(RunDir(run_dir).read_config())
-    module.load_state_dict(torch.load(path, map_location="cpu", weights_only=False)["state_dict"])
+    module.load_state_dict(read_checkpoint(path, run_dir)["state_dict"])
     return module.to(device)
 
 
