@@ -346,7 +346,7 @@ def inspect(
         atomic_write_text(out, trace_json(trace))
     else:
         draw_trace(trace, out)
-    typer.echo(f"wrote {out}" + ("" if trace.ends else " (a deep LSTM: no memory to draw)"))
+    typer.echo(f"wrote {out}" + ("" if trace.push_ends else " (a deep LSTM: no memory to draw)"))
 
 
 RunsFormat = choices("RunsFormat", "table", "csv", "json")
@@ -434,8 +434,8 @@ def study(
 
 @app.command()
 def bench(
-    rounds: int = typer.Option(None, "--rounds", callback=_at_least(7), show_default=False,
-                               help="Timing rounds, at least 7 (the median is reported) [default: 11]."),
+    rounds: int = typer.Option(None, "--rounds", callback=_at_least(7), show_default="11",
+                               help="Timing rounds, at least 7 (the median is reported)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
 ) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from pipeline.files import parse_yaml
 from pipeline.registry import LazyNames  # no torch here: the model registry is imported when first read
 
 # The registered architectures (pipeline.models.MODELS), read live: a model registered later is valid too.
@@ -349,12 +350,14 @@ def from_dict(cls: type, data: Any, path: str = ""):
 
 def load_yaml(cls: type, file: str | Path):
     file = Path(file)
+    if file.is_dir():
+        raise ConfigError(f"config file {str(file)!r} is a directory; give a YAML file such as configs/cpu.yaml")
     if not file.is_file():
         raise ConfigError(f"config file {str(file)!r} does not exist")
     try:
-        data = yaml.safe_load(file.read_text())
+        data = parse_yaml(file.read_text())
     except yaml.YAMLError as error:
-        raise ConfigError(f"{file}: not valid YAML: {error}") from None
+        raise ConfigError(f"{file}: not valid YAML: {' '.join(str(error).split())}") from None
     try:
         return from_dict(cls, data if data is not None else {})
     except ConfigError as error:

@@ -1,4 +1,5 @@
-"""Files that a crash can never leave half-written, and the CSV reader that tolerates a cut-off last line.
+"""Files that a crash can never leave half-written, the CSV reader that tolerates a cut-off last line, and the YAML
+reader that refuses a key given twice.
 
 Every result, report, cache file and log rewrite in the pipeline goes through :func:`atomic_write_bytes`: the data
 goes to a temporary file beside the target, is flushed to disk, and is renamed over the target, so a reader (or a
@@ -13,6 +14,8 @@ import io
 import os
 import tempfile
 from pathlib import Path
+
+import yaml
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -57,3 +60,25 @@ def read_complete_rows(path: str | Path) -> tuple[list[str], list[dict]]:
         text = text[: text.rfind("\n") + 1]
     reader = csv.DictReader(io.StringIO(text))
     return list(reader.fieldnames or []), list(reader)
+
+
+class DuplicateKey(yaml.YAMLError):
+    """A YAML mapping that gives one key twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise DuplicateKey(f"key {key!r} is given twice (line {key_node.start_mark.line + 1}); give it once")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str):
+    """``text`` as YAML, safely, a key given twice in one mapping refused (``yaml.YAMLError``)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)

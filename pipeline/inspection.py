@@ -5,10 +5,12 @@ sequence is decoded greedily (the model reads ``<s> source <|>`` and then its ow
 the memory's state is recorded as the model's own reference path computes it (:mod:`pipeline.memory`):
 
 * the token read, and from the separator on the predicted symbol, the expected one and whether it is right;
-* push ``d_t`` and pop ``u_t`` per end (the DeQue has two);
+* push ``d_t`` and pop ``u_t`` per signal triple (the DeQue has two), labelled with the end each acts on (a
+  Queue pushes at the top and pops at the bottom);
 * the strengths ``s_t[i]`` of every row (row i: the value pushed at step i; for the DeQue, rows in deque order,
   bottom pushes below top pushes);
-* the read weights ``w_t[i]`` of eq. 3 / 5 / 10 / 11: how much of row i the read at step t takes.
+* the read weights ``w_t[i]`` of eq. 3 / 5 / 10 / 11: how much of row i the read at step t takes, labelled with the
+  end the read starts from (the memory's :class:`~pipeline.memory.kinds.MemoryKind` says which).
 
 A model that learned to use its memory as a stack pushes on the source and pops on the target, and its reads walk
 back down the rows it pushed; one in the "recurrent layer" basin pushes little and reads its latest row. A deep LSTM
@@ -24,7 +26,6 @@ from pathlib import Path
 
 import torch
 
-from pipeline.memory.operations import read_weights
 from pipeline.tasks import Pair
 
 
@@ -35,7 +36,9 @@ class Trace:
     run: str
     task: str
     model: str
-    ends: list[str]  # memory ends ("top", "bottom"), [] for a deep LSTM
+    push_ends: list[str]  # the end each push goes to ("top", "bottom"), one per signal triple; [] for a deep LSTM
+    pop_ends: list[str]  # the end each pop starts from
+    read_ends: list[str]  # the end each read starts from
     tokens: list[str]  # the input read at each step
     expected: list[str | None]  # from the separator on: what the output after reading tokens[t] should be
     predicted: list[str | None]  # ... and what the model predicted there (None before the separator)
@@ -44,6 +47,7 @@ class Trace:
     strengths: list[list[float]] = field(default_factory=list)  # s_t over the rows present at step t
     reads: list[dict[str, list[float]]] = field(default_factory=list)  # read weights per end, over the same rows
     source_length: int = 0
+    rows_grow_at_both_ends: bool = False  # the DeQue: rows are drawn bottom pushes, then top pushes
 
     @property
     def correct(self) -> list[bool | None]:
@@ -77,10 +81,9 @@ def trace_sequence(module, pair: Pair | None, source: tuple[int, ...] | None = N
     reference = (list(pair.target) + [vocab.eos]) if pair is not None else None
     was_training = model.training
     model.eval()
-    memory = getattr(model, "memory", None)
-    ends = (["top", "bottom"] if memory == "deque" else ["top"]) if memory else []
-    trace = Trace(run=run, task=module.config.task, model=module.config.model.name, ends=ends, tokens=[],
-                  expected=[], predicted=[], source_length=len(src))
+    memory = getattr(model, "memory", None)  # a MemoryKind, or None for a deep LSTM
+    trace = Trace(run=run, task=module.config.task, model=module.config.model.name, tokens=[], expected=[],
+                  predicted=[], source_length=len(src), **_memory_layout(memory))
     device = next(model.parameters()).device
     budget = (len(reference) if reference is not None else 2 * len(src) + 2)
     state = model.initial_state(1, capacity=len(src) + 2 + budget)
@@ -109,17 +112,21 @@ def trace_sequence(module, pair: Pair | None, source: tuple[int, ...] | None = N
     return trace
 
 
-def record_memory(trace: Trace, state, memory: str) -> None:
+def _memory_layout(memory) -> dict:
+    """The Trace fields that describe a memory's layout (``memory``: a MemoryKind, or None)."""
+    if memory is None:
+        return dict(push_ends=[], pop_ends=[], read_ends=[])
+    return dict(push_ends=list(memory.push_ends), pop_ends=list(memory.pop_ends), read_ends=list(memory.read_ends),
+                rows_grow_at_both_ends=memory.rows_grow_at_both_ends)
+
+
+def record_memory(trace: Trace, state, memory) -> None:
     """Append the memory's state after a step: signals, strengths and read weights (eq. 3 / 5 / 10 / 11)."""
     trace.push.append([float(x) for x in state.push[0]])
     trace.pop.append([float(x) for x in state.pop[0]])
     s = state.memory.strengths
     trace.strengths.append([float(x) for x in s[0]])
-    if memory == "deque":
-        reads = {"top": read_weights(s, from_top=True)[0], "bottom": read_weights(s, from_top=False)[0]}
-    else:
-        reads = {"top": read_weights(s, from_top=memory == "stack")[0]}  # a queue reads from the bottom
-    trace.reads.append({end: [float(x) for x in w[0]] for end, w in reads.items()})
+    trace.reads.append({end: [float(x) for x in w[0]] for end, w in memory.read_weights(s).items()})
 
 
 def trace_json(trace: Trace) -> str:
@@ -130,11 +137,12 @@ def trace_json(trace: Trace) -> str:
         if t < len(trace.predicted) and trace.predicted[t] is not None:
             step.update(predicted=trace.predicted[t], expected=trace.expected[t],
                         correct=None if trace.expected[t] is None else trace.expected[t] == trace.predicted[t])
-        if trace.ends:
-            step.update(push=dict(zip(trace.ends, trace.push[t])), pop=dict(zip(trace.ends, trace.pop[t])),
+        if trace.push_ends:
+            step.update(push=dict(zip(trace.push_ends, trace.push[t])), pop=dict(zip(trace.pop_ends, trace.pop[t])),
                         strengths=trace.strengths[t], read_weights=trace.reads[t])
         steps.append(step)
-    meta = {k: v for k, v in asdict(trace).items() if k in ("run", "task", "model", "ends", "source_length")}
+    meta = {k: v for k, v in asdict(trace).items()
+            if k in ("run", "task", "model", "push_ends", "pop_ends", "read_ends", "source_length")}
     return json.dumps({**meta, "fully_correct": trace.fully_correct, "steps": steps}, indent=1) + "\n"
 
 
@@ -144,7 +152,7 @@ def aligned_rows(trace: Trace, key: str, end: str | None = None):
     import numpy as np
 
     steps = len(trace.tokens)
-    two = len(trace.ends) == 2
+    two = trace.rows_grow_at_both_ends
     grid = np.full((2 * steps if two else steps, steps), np.nan)
     for t in range(steps):
         values = trace.strengths[t] if key == "strengths" else trace.reads[t][end]
@@ -163,8 +171,8 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     from matplotlib.colors import PowerNorm
 
     steps = len(trace.tokens)
-    memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.ends]) if trace.ends else []
-    rows = 2 * steps if len(trace.ends) == 2 else steps
+    memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.read_ends]) if trace.push_ends else []
+    rows = 2 * steps if trace.rows_grow_at_both_ends else steps
     # heatmaps get about one pixel per memory row (at the dpi below), so that a single row stays visible
     heights = [1.2] + [1.4 if p == "signals" else min(6.0, max(2.6, rows / 110)) for p in memory_panels]
     fig, axes = plt.subplots(len(heights), 1, figsize=(14, sum(heights) + 1.2), sharex=True,
@@ -196,11 +204,10 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
 
     for panel, ax in zip(memory_panels, axes[1:]):
         if panel == "signals":
-            colors = {"top": ("#1f77b4", "#d62728"), "bottom": ("#17becf", "#ff7f0e")}
-            for e, end in enumerate(trace.ends):
-                name = f" ({end})" if len(trace.ends) == 2 else ""
-                ax.plot(x, [p[e] for p in trace.push], color=colors[end][0], lw=1, label=f"push d{name}")
-                ax.plot(x, [p[e] for p in trace.pop], color=colors[end][1], lw=1, ls="--", label=f"pop u{name}")
+            colors = (("#1f77b4", "#d62728"), ("#17becf", "#ff7f0e"))  # per signal triple: push, pop
+            for e, (push_end, pop_end) in enumerate(zip(trace.push_ends, trace.pop_ends)):
+                ax.plot(x, [p[e] for p in trace.push], color=colors[e][0], lw=1, label=f"push d ({push_end})")
+                ax.plot(x, [p[e] for p in trace.pop], color=colors[e][1], lw=1, ls="--", label=f"pop u ({pop_end})")
             # headroom above 1 keeps the legend off the curves (a push that learned sits near 1)
             ax.set_ylim(-0.05, 1.35)
             ax.set_yticks([0, 0.5, 1])
@@ -216,7 +223,7 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
         label = ("strength s_t[i]" if kind == "strengths" else f"read weight w_t[i] ({end} read)") + ", √ scale"
         # the colour bar sits outside the panel, so every panel keeps the same time axis
         fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(label, fontsize=7)
-        if len(trace.ends) == 2:
+        if trace.rows_grow_at_both_ends:
             ax.axhline(steps - 0.5, color="#888888", lw=0.5)
             ax.set_ylabel("row (bottom pushes | top pushes)", fontsize=7)
         else:
@@ -230,7 +237,7 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
         f"first error at target symbol {errors[0] - separator + 1}" if errors else "no reference target")
     fig.suptitle(title or f"{trace.run}: {trace.model} on {trace.task}, source length {trace.source_length}; "
                  f"{status}", fontsize=10)
-    if not trace.ends:
+    if not trace.push_ends:
         axes[0].set_title("a deep LSTM has no memory to draw: tokens, predictions and errors only", fontsize=8)
     fig.tight_layout()
     out = Path(out)
@@ -274,7 +281,14 @@ def save_trace(trace: Trace, path: Path) -> Path:
 def load_trace(path: Path) -> Trace:
     import gzip
 
-    return Trace(**json.loads(gzip.decompress(Path(path).read_bytes())))
+    data = json.loads(gzip.decompress(Path(path).read_bytes()))
+    if "ends" in data:  # a trace kept before it said where each signal and read acts: the model's memory says
+        from pipeline.models import MODELS
+
+        del data["ends"]
+        entry = MODELS.get(data["model"])
+        data.update(_memory_layout(entry.memory if entry is not None else None))
+    return Trace(**data)
 
 
 def trace_file(run_dir: Path, split: str = "test", index: int = 0) -> Path:

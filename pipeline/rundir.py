@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import ConfigError, RunConfig, stored_run_config
-from pipeline.files import read_complete_rows
+from pipeline.files import parse_yaml, read_complete_rows
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"
@@ -103,7 +103,7 @@ class RunDir:
     def read_config(self) -> RunConfig:
         """The stored config, validated; a clear error naming the file when it is missing or damaged."""
         try:
-            data = yaml.safe_load(self.config_file.read_text())
+            data = parse_yaml(self.config_file.read_text())
         except FileNotFoundError:
             raise ConfigError(f"{self.path} is not a run directory (no {CONFIG})") from None
         except (OSError, yaml.YAMLError) as error:

@@ -85,7 +85,8 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
     drawing the test-length trace the report needs from a memory model's checkpoint. A run already archived is
     replaced (atomically: a reader sees the old copy or the new one). Returns the run ids archived."""
     from pipeline.inspection import run_trace
-    from pipeline.reports.build import TRACE_INDEX, TRACED_MODELS
+    from pipeline.models import memory_of
+    from pipeline.reports.build import TRACE_INDEX
     from pipeline.sweep import load_sweep, sweep_root
 
     sweep = load_sweep(profile)
@@ -96,7 +97,7 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
         run_dir = root / run.run_id()
         if run_state(run_dir, run) not in ("finished", "pruned"):
             continue
-        if run.model.name in TRACED_MODELS:
+        if memory_of(run.model.name) is not None:
             run_trace(run_dir, "test", TRACE_INDEX)
         dest.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", dir=dest))

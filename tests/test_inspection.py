@@ -58,8 +58,9 @@ def oracle_strengths_and_reads(model: str, push, pop):
         else:
             value = torch.zeros(width, dtype=torch.float64)
             value[t] = 1.0
-            r = oracle.step(value, t64(push[t]["top"]), t64(pop[t]["top"]))
-            reads.append({"top": r[: t + 1].tolist()})
+            (d,), (u,) = push[t].values(), pop[t].values()  # one end each: where the trace says it acts
+            r = oracle.step(value, t64(d), t64(u))
+            reads.append({"bottom" if model == "queue" else "top": r[: t + 1].tolist()})
         strengths.append([float(x) for x in oracle.s[1:]])
     return strengths, reads
 
@@ -73,8 +74,11 @@ def test_a_trace_holds_the_models_own_signals_and_the_memorys_state(trained, tmp
     trace = json.loads(out.read_text())
     steps = trace["steps"]
     assert steps[0]["token"] == "<s>" and steps[trace["source_length"] + 1]["token"] == "<|>"
-    ends = ["top", "bottom"] if name == "deque" else ["top"]
-    assert trace["ends"] == ends
+    # where each signal acts and each read starts from: a queue pushes at the top, pops and reads at the bottom
+    expected = {"stack": (["top"], ["top"], ["top"]), "queue": (["top"], ["bottom"], ["bottom"]),
+                "deque": (["top", "bottom"],) * 3}[name]
+    assert (trace["push_ends"], trace["pop_ends"], trace["read_ends"]) == expected
+    push_ends, pop_ends, read_ends = expected
 
     # push and pop: what the model's batch forward pass gives for the same tokens
     module = load_run(trained[name])
@@ -83,15 +87,16 @@ def test_a_trace_holds_the_models_own_signals_and_the_memorys_state(trained, tmp
     ids += [vocab.SEP] + [vocab.target_offset + module.task.target_vocab.index(s["token"]) for s in steps[k + 2 :]]
     inputs = torch.tensor([ids])
     d, u = module.model.memory_signals_over(inputs)
-    for e, end in enumerate(ends):
-        assert torch.allclose(torch.tensor([s["push"][end] for s in steps]), d[0, :, e], atol=1e-6)
-        assert torch.allclose(torch.tensor([s["pop"][end] for s in steps]), u[0, :, e], atol=1e-6)
+    for e, (push_end, pop_end) in enumerate(zip(push_ends, pop_ends)):
+        assert torch.allclose(torch.tensor([s["push"][push_end] for s in steps]), d[0, :, e], atol=1e-6)
+        assert torch.allclose(torch.tensor([s["pop"][pop_end] for s in steps]), u[0, :, e], atol=1e-6)
 
     # strengths and read weights: the literal oracle fed those signals
     strengths, reads = oracle_strengths_and_reads(name, [s["push"] for s in steps], [s["pop"] for s in steps])
     for t, step in enumerate(steps):
         assert step["strengths"] == pytest.approx(strengths[t], abs=1e-5)
-        for end in ends:
+        assert list(step["read_weights"]) == read_ends
+        for end in read_ends:
             assert step["read_weights"][end] == pytest.approx(reads[t][end], abs=1e-5)
 
     # the predictions are greedy decoding's: right up to the first error exactly as the evaluation counts it

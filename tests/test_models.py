@@ -101,5 +101,5 @@ def test_pop_bias_starts_at_minus_one(name):
 
 
 def test_memory_lstm_refuses_unknown_memory():
-    with pytest.raises(ValueError, match="memory must be one of stack, queue, deque; got 'heap'"):
+    with pytest.raises(ValueError, match=r"memory must be a MemoryKind \(pipeline.memory.kinds\); got 'heap'"):
         MemoryLSTM(11, 7, hidden=4, embedding=3, memory="heap", memory_width=4)

@@ -60,23 +60,26 @@ def add_row_gradients(g_rows: Tensor | None, weights: Tensor, g_r: Tensor, in_pl
 # -- Stack and Queue -------------------------------------------------------------------------------------------------
 
 
-def single_ended_step(s_prev: Tensor, d: Tensor, u: Tensor, values: Tensor,
-                      from_top: bool) -> tuple[Tensor, Tensor, SingleEndedTrace]:
+def single_ended_step(s_prev: Tensor, d: Tensor, u: Tensor, values: Tensor, from_top: bool,
+                      read_from_top: bool | None = None) -> tuple[Tensor, Tensor, SingleEndedTrace]:
     """Pop ``u``, push ``d``, read (eq. 2–3 or 4–5). ``s_prev`` (B, t-1); ``d``, ``u`` (B,); ``values`` (B, t, m)
-    with v_t as its last row. Returns r_t (B, m), s_t (B, t) and what the backward needs."""
+    with v_t as its last row. ``from_top``: the end the pop (and, unless ``read_from_top`` says otherwise, the read)
+    starts from. Returns r_t (B, m), s_t (B, t) and what the backward needs."""
+    read_from_top = from_top if read_from_top is None else read_from_top
     s_popped, pop = pop_forward(s_prev, u, from_top)
     s = torch.cat([s_popped, d.unsqueeze(-1)], dim=-1)
-    r, read = read_forward(s, values, from_top)
+    r, read = read_forward(s, values, read_from_top)
     return r, s, SingleEndedTrace(pop, read)
 
 
 def single_ended_step_backward(g_r: Tensor, g_s: Tensor | None, trace: SingleEndedTrace, values: Tensor,
-                               g_rows: Tensor | None, from_top: bool,
-                               in_place: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                               g_rows: Tensor | None, from_top: bool, in_place: bool = False,
+                               read_from_top: bool | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The adjoint of :func:`single_ended_step`. ``g_s``: dL/ds_t from later steps (None: none); ``g_rows``
     (B, t, m): the value rows' gradient from later steps, to which the read's is added (eq. 15; see
     :func:`add_row_gradients`). Returns dL/ds_{t-1}, dL/dd_t, dL/du_t and the rows' gradient."""
-    g_s_t = read_backward(g_r, trace.read, values, from_top)  # eq. 18
+    read_from_top = from_top if read_from_top is None else read_from_top
+    g_s_t = read_backward(g_r, trace.read, values, read_from_top)  # eq. 18
     if g_s is not None:
         g_s_t += g_s
     g_rows = add_row_gradients(g_rows, trace.read.weights, g_r, in_place)  # eq. 15
@@ -124,15 +127,15 @@ class SingleEndedStep(torch.autograd.Function):
     """One step of a Stack (``from_top=True``) or a Queue (``from_top=False``), backward written out."""
 
     @staticmethod
-    def forward(ctx, s_prev, rows_prev, v, d, u, rows, from_top: bool):
+    def forward(ctx, s_prev, rows_prev, v, d, u, rows, from_top: bool, read_from_top: bool | None = None):
         from pipeline.memory.base import value_handle
 
         del rows_prev  # carries only the value rows' gradient
         rows.append_top(v)  # eq. 1: the new row goes on top, whatever d is
         values = rows.view()
-        r, s, trace = single_ended_step(s_prev, d, u, values, from_top)
+        r, s, trace = single_ended_step(s_prev, d, u, values, from_top, read_from_top)
         ctx.set_materialize_grads(False)
-        ctx.from_top = from_top
+        ctx.from_top, ctx.read_from_top = from_top, read_from_top
         ctx.values = values  # a view of rows that never change again; not a copy (see base.py)
         ctx.save_for_backward(*trace.pop, *trace.read)
         return r, s, value_handle(v, values.shape[1])
@@ -144,8 +147,9 @@ class SingleEndedStep(torch.autograd.Function):
         trace = SingleEndedTrace(PopTrace(*saved[:2]), ReadTrace(*saved[2:]))
         values = ctx.values
         g_r = torch.zeros_like(values[:, 0]) if g_r is None else g_r
-        g_s_prev, g_d, g_u, g_rows = single_ended_step_backward(g_r, g_s, trace, values, g_rows, ctx.from_top)
-        return g_s_prev, g_rows[:, :-1], g_rows[:, -1], g_d, g_u, None, None
+        g_s_prev, g_d, g_u, g_rows = single_ended_step_backward(g_r, g_s, trace, values, g_rows, ctx.from_top,
+                                                                read_from_top=ctx.read_from_top)
+        return g_s_prev, g_rows[:, :-1], g_rows[:, -1], g_d, g_u, None, None, None
 
 
 class DeQueStep(torch.autograd.Function):

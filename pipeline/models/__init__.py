@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from pipeline.config import ModelConfig
+from pipeline.memory.kinds import DeQue, MemoryKind, Queue, Stack
 from pipeline.models.base import TransductionModel
 from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.models.memory_lstm import MemoryLSTM
@@ -29,7 +30,7 @@ class ModelEntry:
     display: str  # the paper's row name (Tables 2 and 3), used in every report
     build: Callable[[ModelConfig, int, int], TransductionModel]  # (config, input ids, output ids) -> model
     style: dict = field(default_factory=dict)  # its look in figures: color, ls, marker (matplotlib)
-    memory: str | None = None  # "stack", "queue" or "deque" for a memory model
+    memory: MemoryKind | None = None  # a memory model's memory (pipeline.memory.kinds): all that differs
 
 
 MODELS: dict[str, ModelEntry] = {}
@@ -48,7 +49,7 @@ def _deep_lstm(layers: int):
     return build
 
 
-def _memory_lstm(memory: str):
+def _memory_lstm(memory: MemoryKind):
     def build(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
         return MemoryLSTM(input_size, output_size, config.hidden, config.embedding, memory=memory,
                           memory_width=config.memory_width, pop_bias=config.pop_bias,
@@ -64,15 +65,25 @@ for layers, color, dashes, marker in ((1, "#9ecae1", (0, (1, 1)), "v"), (2, "#6b
                                       (4, "#3182bd", (0, (5, 2)), "<"), (8, "#08519c", (0, (8, 2, 1, 2)), ">")):
     register_model(ModelEntry(f"lstm{layers}", f"{layers}-layer LSTM", _deep_lstm(layers),
                               dict(color=color, ls=dashes, marker=marker)))
-register_model(ModelEntry("stack", "Stack-LSTM", _memory_lstm("stack"), dict(color="#d62728", ls="-", marker="o"),
-                          memory="stack"))
-register_model(ModelEntry("queue", "Queue-LSTM", _memory_lstm("queue"),
-                          dict(color="#2ca02c", ls=(0, (6, 3)), marker="s"), memory="queue"))
-register_model(ModelEntry("deque", "DeQue-LSTM", _memory_lstm("deque"),
-                          dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"), memory="deque"))
+
+
+def memory_model(name: str, display: str, memory: MemoryKind, style: dict | None = None) -> ModelEntry:
+    """The registry entry of an LSTM controller with ``memory`` (§3.4)."""
+    return ModelEntry(name, display, _memory_lstm(memory), style or {}, memory=memory)
+
+
+register_model(memory_model("stack", "Stack-LSTM", Stack(), dict(color="#d62728", ls="-", marker="o")))
+register_model(memory_model("queue", "Queue-LSTM", Queue(), dict(color="#2ca02c", ls=(0, (6, 3)), marker="s")))
+register_model(memory_model("deque", "DeQue-LSTM", DeQue(), dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D")))
 
 MODEL_NAMES = Names(MODELS)  # live views: a model registered later is listed too
 DISPLAY_NAMES = Field(MODELS, "display")
+
+
+def memory_of(name: str) -> MemoryKind | None:
+    """The memory of model ``name`` (None for a deep LSTM, or a name nobody registered)."""
+    entry = MODELS.get(name)
+    return entry.memory if entry is not None else None
 
 
 def build_model(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
@@ -88,4 +99,4 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = ["DISPLAY_NAMES", "MODELS", "MODEL_NAMES", "ModelEntry", "TransductionModel", "build_model",
-           "count_parameters", "register_model"]
+           "count_parameters", "memory_model", "memory_of", "register_model"]

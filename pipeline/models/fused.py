@@ -20,8 +20,10 @@ per-operation overhead and by the matrix products, not by the memory's arithmeti
   of a call's cost (1–3 µs) is the call itself (``docs/performance.md`` has the breakdown).
 
 Notation: L positions, batch B, input embedding E, hidden H, memory width m, ``ends`` = 1 (Stack, Queue) or 2
-(DeQue), R = ends·m read features, D = 2·ends push/pop signals; the signal head's output is laid out
-[d (ends), u (ends), v (ends·m)], ends ordered (top, bottom). The LSTM gates are PyTorch's order (i, f, g, o).
+(DeQue) signal triples, R = reads·m read features, D = 2·ends push/pop signals; the signal head's output is laid out
+[d (ends), u (ends), v (ends·m)], ends ordered (top, bottom). The LSTM gates are PyTorch's order (i, f, g, o). What
+differs between memories (how many ends, where rows go, which step) is the model's
+:class:`~pipeline.memory.kinds.MemoryKind`, asked at every position.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from pipeline.memory.steps import deque_step, deque_step_backward, single_ended_step, single_ended_step_backward
 from pipeline.models.products import PackedWeight, linear, matmul
 
 
@@ -49,13 +50,12 @@ def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
 
 class FusedMemoryLSTM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w_all, bias, w_sig, b_sig, h0, c0, live, memory: str, m: int):
+    def forward(ctx, x, w_all, bias, w_sig, b_sig, h0, c0, live, memory, m: int):
         B, L, E = x.shape
         G = w_all.shape[0]
         H = G // 4
-        ends = 2 if memory == "deque" else 1
-        R, D = ends * m, 2 * ends
-        from_top = memory != "queue"
+        ends = memory.ends
+        R, D = memory.reads * m, 2 * ends
         like = dict(dtype=x.dtype, device=x.device)  # new buffers: the input's dtype and device
 
         # hx[t] = [x_t; r_{t-1}; h_{t-1}]: the controller's whole input at step t. Step t writes r_t and h_t straight
@@ -102,34 +102,25 @@ class FusedMemoryLSTM(torch.autograd.Function):
                 du = du * live_[t]
             d, u = du[:, :ends], du[:, ends:]
 
-            # -- memory: the same step as the readable memories (pipeline.memory.steps) --
-            if ends == 1:  # Stack (eq. 1-3) or Queue (eq. 1, 4, 5)
-                values[:, t] = v  # eq. 1
-                r, s, trace = single_ended_step(s, d[:, 0], u[:, 0], values[:, : t + 1], from_top)
-                reads[t + 1].copy_(r)
-            else:  # DeQue (eq. 6-11); rows lo..hi-1 are live, bottom rows grow downwards from the middle
-                lo, hi = L - 1 - t, L + t + 1
-                values[:, lo] = v[:, m:]  # eq. 6
-                values[:, hi - 1] = v[:, :m]
-                r_top, r_bot, s, trace = deque_step(s, d[:, 0], d[:, 1], u[:, 0], u[:, 1], values[:, lo:hi])
-                torch.cat([r_top, r_bot], dim=-1, out=reads[t + 1])
+            # -- memory: the same step as the readable memories (pipeline.memory.steps), writing r_t in place --
+            s, trace = memory.fused_step(s, d, u, v, values, t, L, reads[t + 1])
             traces.append(trace)
 
         ctx.save_for_backward(w_all, w_sig, hx, acts, cells, tanh_c, sigs, values)
         ctx.live = live
         ctx.traces = traces
-        ctx.config = (memory, m, ends, from_top)
+        ctx.config = (memory, m)
         return hx[1:, :, E + R :]
 
     @staticmethod
     @once_differentiable  # written out for first derivatives only: a second-order backward raises, not lies
     def backward(ctx, g_hs):
         w_all, w_sig, hx, acts, cells, tanh_c, sigs, values = ctx.saved_tensors
-        memory, m, ends, from_top = ctx.config
+        memory, m = ctx.config
         live = ctx.live
         L, B, G = acts.shape
         H = G // 4
-        R, D = ends * m, 2 * ends
+        R, D = memory.reads * m, 2 * memory.ends
         E = hx.shape[-1] - R - H
         like = dict(dtype=acts.dtype, device=acts.device)
 
@@ -169,19 +160,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
 
         for t in range(L - 1, -1, -1):
             # -- memory step t, backwards (appendix A): the same adjoint as the readable memories' --
-            if ends == 1:
-                g_rows = g_values[:, : t + 1]
-                g_s, g_d, g_u, _ = single_ended_step_backward(g_r, g_s, ctx.traces[t], values[:, : t + 1], g_rows,
-                                                              from_top, in_place=True)
-                g_v = g_rows[:, t]
-                g_du = torch.stack([g_d, g_u], dim=1)  # (d, u)
-            else:
-                lo, hi = L - 1 - t, L + t + 1
-                g_rows = g_values[:, lo:hi]
-                g_s, g_d_top, g_d_bot, g_u_top, g_u_bot, _ = deque_step_backward(
-                    g_r[:, :m], g_r[:, m:], g_s, ctx.traces[t], values[:, lo:hi], g_rows, in_place=True)
-                g_v = torch.cat([g_rows[:, -1], g_rows[:, 0]], dim=-1)  # (top, bottom)
-                g_du = torch.stack([g_d_top, g_d_bot, g_u_top, g_u_bot], dim=1)
+            g_s, g_du, g_v = memory.fused_step_backward(g_r, g_s, ctx.traces[t], values, g_values, t, L)
 
             # -- signal heads --
             torch.mul(g_du, sig_du_[t], out=g_du_[t])

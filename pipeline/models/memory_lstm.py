@@ -30,18 +30,17 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from pipeline.memory import NeuralDeQue, NeuralQueue, NeuralStack
+from pipeline.memory.base import Memory
+from pipeline.memory.kinds import MemoryKind
 from pipeline.models.base import TransductionModel, live_mask
-
-MEMORIES = {"stack": NeuralStack, "queue": NeuralQueue, "deque": NeuralDeQue}
 
 
 @dataclass
 class ControllerState:
     h: Tensor  # (B, H)
     c: Tensor  # (B, H)
-    reads: Tensor  # (B, ends * m): r_{t-1}, both ends' reads side by side for the DeQue (top, then bottom)
-    memory: NeuralStack | NeuralQueue | NeuralDeQue
+    reads: Tensor  # (B, reads * m): r_{t-1}, the DeQue's two reads side by side (top, then bottom)
+    memory: Memory
     push: Tensor | None = None  # (B, ends): d_t, as the memory received it at the last step (None before any)
     pop: Tensor | None = None  # (B, ends): u_t, likewise
 
@@ -53,7 +52,7 @@ class MemoryLSTM(TransductionModel):
         output_size: int,
         hidden: int,
         embedding: int,
-        memory: str,
+        memory: MemoryKind,
         memory_width: int,
         pop_bias: float = -1.0,
         implementation: str = "fused",
@@ -63,19 +62,20 @@ class MemoryLSTM(TransductionModel):
         bottom_pop_bias: float | None = None,
     ) -> None:
         super().__init__(input_size, output_size, hidden, embedding, readout_width)
-        if memory not in MEMORIES:
-            raise ValueError(f"memory must be one of {', '.join(MEMORIES)}; got {memory!r}")
+        if not isinstance(memory, MemoryKind):
+            raise ValueError(f"memory must be a MemoryKind (pipeline.memory.kinds); got {memory!r}")
         if implementation not in ("fused", "reference"):
             raise ValueError(f"implementation must be 'fused' or 'reference'; got {implementation!r}")
         self.memory = memory
         self.memory_width = memory_width
-        self.ends = 2 if memory == "deque" else 1
+        self.ends = memory.ends
         self.implementation = implementation
-        self.controller = nn.LSTMCell(embedding + self.ends * memory_width, hidden)
+        self.controller = nn.LSTMCell(embedding + memory.reads * memory_width, hidden)
         # One projection for all memory signals: [d (ends), u (ends), v (ends * m)], ends ordered (top, bottom).
         self.signals = nn.Linear(hidden, self.ends * (2 + memory_width))
         with torch.no_grad():
-            # bias layout: [d_top, (d_bottom,) u_top, (u_bottom,) v ...]; None leaves nn.Linear's initialisation
+            # bias layout: [d_1, (d_2,) u_1, (u_2,) v ...], a two-ended memory's second end its bottom; None leaves
+            # nn.Linear's initialisation
             self.signals.bias[self.ends : 2 * self.ends].fill_(pop_bias)
             if push_bias is not None:
                 self.signals.bias[: self.ends].fill_(push_bias)
@@ -89,11 +89,9 @@ class MemoryLSTM(TransductionModel):
     # -- one step at a time: the reference definition ------------------------------------------------------------
 
     def initial_state(self, batch_size: int, capacity: int | None = None) -> ControllerState:
-        memory = MEMORIES[self.memory](
-            batch_size=batch_size, width=self.memory_width, capacity=capacity, check_values=False
-        )
+        memory = self.memory.new_memory(batch_size, self.memory_width, capacity)
         h = self.h0.expand(batch_size, -1)
-        reads = h.new_zeros(batch_size, self.ends * self.memory_width)
+        reads = h.new_zeros(batch_size, self.memory.reads * self.memory_width)
         return ControllerState(h, self.c0.expand(batch_size, -1), reads, memory)
 
     def advance(self, x: Tensor, state: ControllerState, live: Tensor | None = None) -> tuple[Tensor, ControllerState]:
@@ -102,12 +100,7 @@ class MemoryLSTM(TransductionModel):
         d, u, v = self.memory_signals(h)
         if live is not None:
             d, u = d * live.unsqueeze(-1), u * live.unsqueeze(-1)
-        m = self.memory_width
-        if self.ends == 1:
-            reads = state.memory.step(v, d[:, 0], u[:, 0])
-        else:
-            r_top, r_bot = state.memory.step(v[:, :m], v[:, m:], d[:, 0], d[:, 1], u[:, 0], u[:, 1])
-            reads = torch.cat([r_top, r_bot], dim=-1)
+        reads = self.memory.reference_step(state.memory, v, d, u)
         return h, ControllerState(h, c, reads, state.memory, d, u)
 
     def memory_signals(self, h: Tensor) -> tuple[Tensor, Tensor, Tensor]:

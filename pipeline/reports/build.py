@@ -26,7 +26,7 @@ import pandas as pd
 
 from pipeline.config import MODEL_NAMES, ConfigError, SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text, read_complete_rows
-from pipeline.models import DISPLAY_NAMES, MODELS
+from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
 from pipeline.provenance import provenance
 from pipeline.registry import Field
 from pipeline.reports.table2 import parameter_table, table2_markdown
@@ -197,7 +197,7 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results
-TRACED_MODELS = ("stack", "queue", "deque")  # the models with a memory to draw
+
 
 
 def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[str, str], str]:
@@ -207,7 +207,7 @@ def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[
 
     out = {}
     for r in table.itertuples():
-        if pd.isna(r.run_id) or r.model not in TRACED_MODELS:
+        if pd.isna(r.run_id) or memory_of(r.model) is None:  # a deep LSTM has no memory to draw
             continue
         path = Path("traces") / f"{r.task}_{r.model}.png"
         trace = run_trace(root / r.run_id, "test", TRACE_INDEX)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from pipeline.config import SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text
-from pipeline.models import DISPLAY_NAMES
+from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.provenance import provenance
 from pipeline.sweep import sweep_root, sweep_status
 from pipeline.training.results import LEARNED_COARSE, last_logged, logged_rows, logged_values
@@ -61,8 +61,9 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
     for status in sweep_status(sweep, runs_root):
         run = status.config
         log = logged_rows(status.run_dir)
-        # the DeQue logs memory/push_source_top and _bottom; one-ended memories memory/push_source
-        deque = run.model.name == "deque"
+        # a two-ended memory (the DeQue) logs memory/push_source_top and _bottom; one-ended memories memory/push_source
+        memory = memory_of(run.model.name)
+        deque = memory is not None and memory.ends == 2
         memory = {name: last_logged(log, "memory/" + (name if name.endswith("_bottom") or not deque else name + "_top"))
                   for name in MEMORY_COLUMNS}
         rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,

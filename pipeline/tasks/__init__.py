@@ -73,6 +73,9 @@ def _task(name: str, length_distribution: str) -> Task:
     return TASKS[name].build().with_length_distribution(length_distribution)
 
 
+get_task.cache_clear = _task.cache_clear  # a task registered or removed later (tests) is built afresh
+
+
 def has_length_choice(name: str) -> bool:
     """Whether task ``name``'s data depend on the length distribution (the ITG tasks)."""
     return get_task(name).length_distribution is not None

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from pipeline.files import parse_yaml
 from pipeline.tasks.length_conditioned import LengthConditionedSampler
 
 _LINK = re.compile(r"^([A-Z][A-Za-z]*)(\d+)$")
@@ -123,7 +124,7 @@ class Grammar:
     def from_yaml(cls, path: str | Path) -> Grammar:
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = parse_yaml(path.read_text())
         except (OSError, yaml.YAMLError) as error:
             raise GrammarError(f"{path}: cannot read grammar: {error}") from error
         return cls.from_dict(data, name=path.stem, origin=str(path))
