@@ -7,16 +7,37 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= cpu
 
-.PHONY: venv test test-slow lint reproduce recipe bench clean-venv
+.PHONY: venv lock test test-slow lint reproduce report recipe bench clean-venv
 
-# Re-install whenever pyproject.toml changes. torch is pinned exactly in pyproject.toml, so pip takes the
-# local CPU wheel instead of resolving a CUDA build.
-$(STAMP): pyproject.toml
+PIP     := $(BIN)/python -m pip --disable-pip-version-check
+TORCH   := torch==2.13.0
+
+# The environment is the lock's: requirements.lock pins every package but torch to the version the committed reports
+# were made with. torch is pinned exactly apart (pyproject.toml and TORCH above) so that one lock serves every
+# machine: here pip takes the local CPU wheel; on a GPU node the CUDA build of the same version, installed first
+# (README, "On a GPU"), already satisfies the pin. Re-installed whenever the lock or pyproject.toml changes.
+$(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(PIP) install --quiet '$(TORCH)'
+	$(PIP) install --quiet -r requirements.lock
+	$(PIP) install --quiet --no-deps -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# Refresh requirements.lock: resolve pyproject.toml's ranges afresh in a throwaway environment and record exactly
+# what was installed (pip freeze: the versions the tests then run on, from the tools this machine already has; uv
+# and pip-tools would resolve torch without the local wheel). Run the tests on the new lock before committing it.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --disable-pip-version-check '$(TORCH)' -e '.[dev]'
+	{ echo "# Exact versions of every package the pipeline installs, torch apart (pinned in pyproject.toml and the"; \
+	  echo "# Makefile, so that a GPU node keeps its CUDA build). Made by \`make lock\` (pip freeze) with"; \
+	  echo "# $$(.venv-lock/bin/python --version); \`make venv\` installs from it."; \
+	  .venv-lock/bin/python -m pip freeze --exclude-editable --disable-pip-version-check \
+	    | grep -v -i -E '^(torch|triton|nvidia-[a-z0-9_-]+|transduce-pipeline)(==| @)'; } > requirements.lock.tmp
+	mv requirements.lock.tmp requirements.lock
+	rm -rf .venv-lock
 
 test: venv
 	$(BIN)/python -m pytest -q -m "not slow"

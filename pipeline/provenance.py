@@ -1,8 +1,10 @@
-"""What made a result: the command, the commit and the time. Every report and every run records it."""
+"""What made a result: the command, the commit, the locked environment and the time. Every report and every run
+records it."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -22,11 +24,24 @@ def git_commit() -> str:
         return "unknown"
 
 
+LOCK_FILE = REPO_ROOT / "requirements.lock"
+
+
+def lock_hash() -> str:
+    """The first 12 hex digits of requirements.lock's sha256: the exact environment (``make venv`` installs it);
+    ``none`` without one."""
+    try:
+        return hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()[:12]
+    except OSError:
+        return "none"
+
+
 def current_command() -> str:
     return " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
 
 
 def provenance(command: str | None = None) -> str:
-    """One markdown line: the command, commit and UTC time that produced a report."""
+    """One markdown line: the command, commit, environment lock and UTC time that produced a report."""
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"Made by `{command or current_command()}` at commit `{git_commit()}`, {now}."
+    return (f"Made by `{command or current_command()}` at commit `{git_commit()}` with environment lock "
+            f"`{lock_hash()}` (requirements.lock), {now}.")

@@ -90,8 +90,8 @@ def test_params_table_shows_ours_beside_the_paper(tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["train", "--model", "transformer"], "'transformer' is not one of 'lstm1'"),
     (["train", "--task", "sort"], "'sort' is not one of 'copy'"),
-    (["train", "--lr", "0"], "Invalid value for '--lr': got 0.0; it must be a number > 0"),
-    (["train", "--lr", "-1e-3"], "got -0.001; it must be a number > 0"),
+    (["train", "--lr", "0"], "Invalid value for '--lr': got 0.0; it must be a finite number > 0"),
+    (["train", "--lr", "-1e-3"], "got -0.001; it must be a finite number > 0"),
     (["train", "--hidden", "0"], "Invalid value for '--hidden': got 0"),
     (["train", "--wandb", "sometimes"], "tracking.wandb must be one of 'offline', 'online', 'off'; got 'sometimes'"),
     (["evaluate", "/nonexistent/run"], "is not a run directory (no config.yaml)"),

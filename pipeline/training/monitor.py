@@ -23,13 +23,13 @@ from pathlib import Path
 
 import lightning as L
 import numpy as np
-from lightning.pytorch.loggers import CSVLogger
 
 from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
 from pipeline.files import atomic_write_text
 from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
+from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.stopping import counts_toward_plateau, plateau_stall, should_prune
 
 REOPEN_MARKER = ".reopen"  # in a run directory: continue the run although its checkpoint says it stopped
@@ -155,7 +155,7 @@ class TrainingMonitor(L.Callback):
         self._tick()
         self.timings.append((step, round(self.elapsed, 3)))
         for logger in trainer.loggers:
-            extra = {} if isinstance(logger, CSVLogger) else {"time/elapsed_s": self.elapsed}
+            extra = {} if isinstance(logger, ResumableCSVLogger) else {"time/elapsed_s": self.elapsed}
             logger.log_metrics({**metrics, **extra}, step=step)
             logger.save()
 

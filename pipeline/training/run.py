@@ -35,7 +35,7 @@ from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.files import atomic_write_text, read_complete_rows
 from pipeline.paths import RUNS_DIR
-from pipeline.provenance import current_command, git_commit
+from pipeline.provenance import current_command, git_commit, lock_hash
 from pipeline.rundir import DamagedRun, RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.sweep.locks import claim_owner, lock_owner, run_lock
@@ -313,6 +313,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         **{f"{split}_{metric}": getattr(s, metric) for split, s in scores.items() for metric in ("coarse", "fine")},
         "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
         "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
+        "lock": lock_hash(),  # the environment that finished it (requirements.lock)
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
     }

@@ -1,0 +1,38 @@
+"""The environment is locked like a paper's artefact: `make venv` installs requirements.lock, the lock pins every
+installed package exactly (torch apart, so that a GPU node keeps its CUDA build), and reports name the lock."""
+
+import re
+from importlib import metadata
+
+from pipeline.paths import REPO_ROOT
+from pipeline.provenance import lock_hash, provenance
+
+
+def locked() -> dict[str, str]:
+    pins = {}
+    for line in (REPO_ROOT / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"requirements.lock: {line!r} is not pinned exactly"
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_the_lock_pins_every_installed_package_but_torch_to_what_is_installed():
+    pins = locked()
+    assert "torch" not in pins and not any(name.startswith("nvidia-") for name in pins)
+    installed = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in metadata.distributions()}
+    installed = {n: v for n, v in installed.items()
+                 if n not in ("torch", "transduce-pipeline", "pip", "setuptools", "wheel") and not n.startswith("nvidia")}
+    assert {n: installed.get(n) for n in pins} == pins  # every pin is what runs the tests
+    assert set(installed) <= set(pins), f"installed but not locked: {sorted(set(installed) - set(pins))}"
+    assert metadata.version("torch").split("+")[0] == "2.13.0"  # the exact pin kept outside the lock
+
+
+def test_make_venv_installs_from_the_lock_and_reports_name_it():
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("$(STAMP):"):makefile.index("venv: $(STAMP)")]
+    assert "requirements.lock" in recipe.splitlines()[0]  # a new lock re-installs the environment
+    assert "-r requirements.lock" in recipe and "--no-deps -e" in recipe
+    assert re.fullmatch(r"[0-9a-f]{12}", lock_hash())
+    assert f"environment lock `{lock_hash()}`" in provenance("pytest")
