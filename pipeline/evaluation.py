@@ -17,6 +17,7 @@ two agree on real model outputs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -106,30 +107,49 @@ def evaluate(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary
 
 
 @torch.no_grad()
-def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary) -> Tensor:
-    """#correct_i by literal greedy decoding: read ``<s> source <|>``, then feed back the argmax each step until
-    ``</s>`` or |target| + 1 symbols (a longer output cannot have a longer correct prefix)."""
+@torch.no_grad()
+def greedy_decode(model: TransductionModel, source: Sequence[int], vocab: JointVocabulary, max_outputs: int, *,
+                  reference: Sequence[int] | None = None, on_read: Callable | None = None) -> list[int]:
+    """The one greedy decoder (evaluation and ``transduce inspect`` both use it): read ``<s> source <|>`` one token
+    at a time, then feed back the argmax output each step, until ``</s>``, ``max_outputs`` outputs, or (given a
+    ``reference`` of output ids) the first output that differs from it: a longer output cannot have a longer correct
+    prefix. ``on_read(token, state)`` is called after every token read (inspection records the memory there).
+    Returns the output ids predicted. One sequence at a time: no padding, nothing shared."""
     was_training = model.training
     model.eval()
     device = model_device(model)
-    result = []
-    for pair in pairs:  # one sequence at a time: no padding, nothing shared, the plainest possible decoder
-        source = [vocab.BOS] + [vocab.source_offset + s for s in pair.source] + [vocab.SEP]
-        reference = list(pair.target) + [vocab.eos]  # target symbol j is output id j
-        state = model.initial_state(1, capacity=len(source) + len(reference))
-        for token in source:
-            logits, state = model.step(torch.tensor([token], device=device), state)
-        correct = 0
-        for expected in reference:
-            predicted = int(logits.argmax(-1))
-            if predicted != expected:
-                break
-            correct += 1
-            if predicted == vocab.eos:
-                break
-            logits, state = model.step(torch.tensor([vocab.target_offset + predicted], device=device), state)
-        result.append(correct)
+    state = model.initial_state(1, capacity=len(source) + 2 + max_outputs)
+
+    def read(token: int) -> Tensor:
+        nonlocal state
+        logits, state = model.step(torch.tensor([token], device=device), state)
+        if on_read is not None:
+            on_read(token, state)
+        return logits
+
+    for token in [vocab.BOS] + [vocab.source_offset + s for s in source]:
+        read(token)
+    logits = read(vocab.SEP)
+    outputs: list[int] = []
+    for j in range(max_outputs):
+        predicted = int(logits.argmax(-1))
+        outputs.append(predicted)
+        if predicted == vocab.eos or j == max_outputs - 1:
+            break
+        if reference is not None and predicted != reference[j]:
+            break
+        logits = read(vocab.target_offset + predicted)
     model.train(was_training)
+    return outputs
+
+
+def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary) -> Tensor:
+    """#correct_i by literal greedy decoding (:func:`greedy_decode`), up to |target| + 1 outputs."""
+    result = []
+    for pair in pairs:
+        reference = list(pair.target) + [vocab.eos]  # target symbol j is output id j
+        outputs = greedy_decode(model, pair.source, vocab, len(reference), reference=reference)
+        result.append(next((j for j, (o, r) in enumerate(zip(outputs, reference)) if o != r), len(outputs)))
     return torch.tensor(result)
 
 

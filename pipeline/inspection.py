@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from pipeline.evaluation import greedy_decode
 from pipeline.tasks import Pair
 
 
@@ -79,36 +80,21 @@ def trace_sequence(module, pair: Pair | None, source: tuple[int, ...] | None = N
         pair = Pair(tuple(source), target) if target is not None else None
     src = pair.source if pair is not None else tuple(source)
     reference = (list(pair.target) + [vocab.eos]) if pair is not None else None
-    was_training = model.training
-    model.eval()
     memory = getattr(model, "memory", None)  # a MemoryKind, or None for a deep LSTM
     trace = Trace(run=run, task=module.config.task, model=module.config.model.name, tokens=[], expected=[],
                   predicted=[], source_length=len(src), **_memory_layout(memory))
-    device = next(model.parameters()).device
-    budget = (len(reference) if reference is not None else 2 * len(src) + 2)
-    state = model.initial_state(1, capacity=len(src) + 2 + budget)
 
-    def read(token_id: int) -> torch.Tensor:
-        nonlocal state
-        logits, state = model.step(torch.tensor([token_id], device=device), state)
-        trace.tokens.append(vocab.input_words[token_id])
-        if memory:
+    def record(token: int, state) -> None:
+        trace.tokens.append(vocab.input_words[token])
+        if memory is not None:
             record_memory(trace, state, memory)
-        return logits
 
-    for token in [vocab.BOS] + [vocab.source_offset + s for s in src]:
-        read(token)
-        trace.expected.append(None)
-        trace.predicted.append(None)
-    logits = read(vocab.SEP)
-    for j in range(budget):
-        predicted = int(logits.argmax(-1))
-        trace.predicted.append(vocab.output_words[predicted])
-        trace.expected.append(vocab.output_words[reference[j]] if reference is not None else None)
-        if predicted == vocab.eos or j == budget - 1:
-            break
-        logits = read(vocab.target_offset + predicted)
-    model.train(was_training)
+    # the whole output, not only its correct prefix: the trace shows what the model does after its first error
+    budget = len(reference) if reference is not None else 2 * len(src) + 2
+    outputs = greedy_decode(model, src, vocab, budget, on_read=record)
+    trace.expected = [None] * (len(src) + 1) + [vocab.output_words[reference[j]] if reference is not None else None
+                                               for j in range(len(outputs))]
+    trace.predicted = [None] * (len(src) + 1) + [vocab.output_words[o] for o in outputs]
     return trace
 
 
@@ -293,7 +279,9 @@ def load_trace(path: Path) -> Trace:
 
 def trace_file(run_dir: Path, split: str = "test", index: int = 0) -> Path:
     """Where a run keeps the trace of one cached sequence, drawn from its selected (best) checkpoint."""
-    return Path(run_dir) / "traces" / f"{split}_{index}.json.gz"
+    from pipeline.rundir import RunDir
+
+    return RunDir(run_dir).trace_file(split, index)
 
 
 def run_trace(run_dir: Path, split: str = "test", index: int = 0) -> Trace:

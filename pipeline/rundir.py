@@ -32,12 +32,13 @@ A run is in one of :data:`STATES`, read off its folder by :meth:`RunDir.state`:
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
 
-from pipeline.config import ConfigError, RunConfig, stored_run_config
-from pipeline.files import parse_yaml, read_complete_rows
+from pipeline.config import ConfigError, RunConfig, stored_run_config, to_dict
+from pipeline.files import atomic_write_text, parse_yaml, read_complete_rows
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"
@@ -50,6 +51,14 @@ TRAIN_LOG = "train.log"
 CHECKPOINTS = "checkpoints"
 TRACES = "traces"
 WANDB = "wandb"
+LOCK = ".lock"  # pipeline.sweep.locks
+REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (pipeline.training.monitor)
+
+# What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
+# archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
+OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, REOPEN)
+ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, COMMITS, TRAIN_LOG)
+ARCHIVED_GLOBS = ("results.*.json", f"{TRACES}/*.json.gz")
 
 STATES = ("finished", "pruned", "failed", "damaged", "running", "interrupted", "pending")
 DONE = ("finished", "pruned")  # nothing left to train
@@ -98,6 +107,63 @@ class RunDir:
 
     def earlier_results_file(self, batches: int) -> Path:
         return self.path / f"results.{batches}.json"
+
+    @property
+    def reopen_marker(self) -> Path:
+        return self.path / REOPEN
+
+    def trace_file(self, split: str, index: int) -> Path:
+        """Where the trace of cached sequence ``index`` of ``split`` is kept (pipeline.inspection)."""
+        return self.path / TRACES / f"{split}_{index}.json.gz"
+
+    # ------------------------------------------------------------------------------------------ writers
+    def write_config(self, config: RunConfig) -> None:
+        atomic_write_text(self.config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+
+    def archive_results(self) -> None:
+        """Keep the results as ``results.<batches>.json``: the run is to train further (extended or reopened)."""
+        stored = self.read_results()
+        self.results_file.rename(self.earlier_results_file(stored["batches"]))
+
+    def clear(self) -> None:
+        """Remove what the run has trained and logged (not its config or commits): it starts again from batch 0."""
+        for name in OUTPUTS:
+            (self.path / name).unlink(missing_ok=True)
+        for old in self.path.glob("results.*.json"):
+            old.unlink()
+        shutil.rmtree(self.checkpoints, ignore_errors=True)
+
+    def read_commits(self) -> list[str]:
+        return self.commits_file.read_text().split() if self.commits_file.exists() else []
+
+    def record_commit(self, commit: str) -> list[str]:
+        """Append ``commit`` to ``commits.txt`` unless it is the last one there; returns all of them."""
+        commits = self.read_commits()
+        if not commits or commits[-1] != commit:
+            commits.append(commit)
+            atomic_write_text(self.commits_file, "\n".join(commits) + "\n")
+        return commits
+
+    def write_failure(self, failure: dict) -> None:
+        atomic_write_text(self.failed_file, json.dumps(failure, indent=2) + "\n")
+
+    def clear_failure(self) -> None:
+        self.failed_file.unlink(missing_ok=True)
+
+    def write_accuracy_by_length(self, rows: list[dict]) -> None:
+        header = ["split", "source_length", "n", "coarse", "fine"]
+        atomic_write_text(self.accuracy_file, "\n".join([",".join(header)]
+                                                        + [",".join(str(r[k]) for k in header) for r in rows]) + "\n")
+
+    def write_timings(self, timings: list[tuple[int, float]]) -> None:
+        atomic_write_text(self.timings_file, "step,elapsed_s\n" + "".join(f"{s},{t}\n" for s, t in timings))
+
+    def seconds_trained(self) -> float:
+        """Wall seconds of training at the last logged step (``timings.csv``; 0 before any)."""
+        if not self.timings_file.exists():
+            return 0.0
+        rows = read_complete_rows(self.timings_file)[1]
+        return float(rows[-1]["elapsed_s"]) if rows else 0.0
 
     # ------------------------------------------------------------------------------------------ readers
     def read_config(self) -> RunConfig:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from pipeline.config import ConfigError, RunConfig
 from pipeline.files import current_umask
-from pipeline.rundir import DONE, STATES, RunDir
+from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, RunDir
 from pipeline.sweep.status import run_state
 from pipeline.training.results import last_logged, logged_rows
 
@@ -75,9 +75,7 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None) -> pd
 # What an archived run keeps: everything the report and the sweep read, except the checkpoints (megabytes each) and
 # the W&B folder (the dashboard; the same numbers are in metrics.csv). ``results.<batches>.json`` are the results
 # of a run before it was extended; ``traces/`` the memory traces the report draws.
-ARCHIVED_FILES = ("config.yaml", "results.json", "metrics.csv", "timings.csv", "accuracy_by_length.csv",
-                  "commits.txt", "train.log")
-ARCHIVED_GLOBS = ("results.*.json", "traces/*.json.gz")
+
 
 
 def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> list[str]:
@@ -131,7 +129,7 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
     restored = []
     for run in sweep.runs():
         archived, target = Path(source) / run.run_id(), root / run.run_id()
-        if not (archived / "results.json").is_file() or target.exists():
+        if not RunDir(archived).results_file.is_file() or target.exists():
             continue
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))

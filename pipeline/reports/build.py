@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import MODEL_NAMES, ConfigError, SweepConfig, config_hash, to_dict
-from pipeline.files import atomic_write_text, read_complete_rows
+from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
 from pipeline.provenance import provenance
 from pipeline.registry import Field
@@ -64,7 +64,7 @@ def _pyplot():
 
 
 def _metrics(run_dir: Path) -> pd.DataFrame:
-    _, rows = read_complete_rows(run_dir / "metrics.csv")
+    rows = RunDir(run_dir).read_metrics()
     frame = pd.DataFrame(rows)
     for column in frame.columns:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
@@ -84,7 +84,7 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
     of each architecture strong, every other run of the profile in that cell faint, so the seeds' spread shows."""
 
     def curves(r):
-        path = root / r.run_id / "metrics.csv"
+        path = RunDir(root / r.run_id).metrics_file
         frame = _metrics(root / r.run_id) if path.exists() else pd.DataFrame()
         evals = frame.dropna(subset=["train/coarse"]) if "train/coarse" in frame else pd.DataFrame(
             columns=["step", "train/coarse", "test/coarse"])
@@ -103,7 +103,7 @@ def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> b
     """Coarse and fine accuracy against source length, over the train, test and long sets."""
 
     def curves(r):
-        frame = pd.read_csv(root / r.run_id / "accuracy_by_length.csv").sort_values("source_length")
+        frame = pd.read_csv(RunDir(root / r.run_id).accuracy_file).sort_values("source_length")
         return [(frame["source_length"], frame[column].rolling(5, center=True, min_periods=1).mean())
                 for column in ("coarse", "fine")]
 

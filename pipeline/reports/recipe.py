@@ -25,6 +25,7 @@ from pipeline.config import SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.provenance import provenance
+from pipeline.rundir import RunDir
 from pipeline.sweep import sweep_root, sweep_status
 from pipeline.training.results import LEARNED_COARSE, last_logged, logged_rows, logged_values
 
@@ -50,8 +51,7 @@ def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | Non
 
 def _commits(run_dir: Path) -> str:
     """The commits a run was trained at, oldest first (``commits.txt``)."""
-    file = run_dir / "commits.txt"
-    return " ".join(file.read_text().split()) if file.exists() else ""
+    return " ".join(RunDir(run_dir).read_commits())
 
 
 def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:

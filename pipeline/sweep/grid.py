@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from pipeline.config import SweepConfig, load_yaml
+from pipeline.rundir import RunDir
 from pipeline.sweep.status import sweep_root, sweep_status
 
 
@@ -37,7 +38,7 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
             reopen_run(status.run_dir)
             todo.append(status.run_dir)
         if status.state in ("pending", "interrupted") or (status.state == "failed" and retry_failed):
-            (status.run_dir / "failed.json").unlink(missing_ok=True)
+            RunDir(status.run_dir).clear_failure()
             todo.append(status.run_dir)
     return todo
 
@@ -46,7 +47,6 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
     """Rename run directories made under an older run-id scheme (the hash once covered the budget) to the id their
     config has now, so that an upgrade resumes a grid instead of starting it over. A directory is adopted only if it
     is not locked and its config is a run of this grid up to the budget. Returns (old name, new name) pairs."""
-    from pipeline.rundir import RunDir
     from pipeline.sweep.locks import is_locked
 
     root = sweep_root(sweep, runs_root)
@@ -55,8 +55,7 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
         return []
     renamed = []
     for directory in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in wanted):
-        config_file = directory / "config.yaml"
-        if not config_file.is_file() or is_locked(directory):
+        if not RunDir(directory).config_file.is_file() or is_locked(directory):
             continue
         try:
             stored = RunDir(directory).read_config()

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from pipeline.config import SweepConfig
+from pipeline.rundir import RunDir
 from pipeline.sweep.grid import default_workers, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
 from pipeline.sweep.status import RunStatus, run_status, summary, sweep_root, sweep_status
@@ -45,7 +46,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
             while queue and len(children) < workers:
                 run_dir = queue.pop(0)
                 before = run_status(configs[run_dir], run_dir).batches_done
-                logs[run_dir] = open(run_dir / "train.log", "a")
+                logs[run_dir] = open(RunDir(run_dir).log_file, "a")
                 child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", str(run_dir)], env=env,
                                          stdout=logs[run_dir], stderr=subprocess.STDOUT,
                                          preexec_fn=dies_with_sweep)
@@ -60,7 +61,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                     measured.setdefault(status.config.model.name, []).append(
                         (time.monotonic() - started) / (status.batches_done - before))
                 echo(f"  {status.state}: {run_dir.name}"
-                     + (f" (see {run_dir / 'failed.json'})" if status.state == "failed" else ""))
+                     + (f" (see {RunDir(run_dir).failed_file})" if status.state == "failed" else ""))
                 changed = True
             if changed or time.monotonic() - last_report > report_every:
                 active = {run_dir for run_dir, _, _ in children.values()}

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-LOCK_FILE = ".lock"
+from pipeline.rundir import LOCK as LOCK_FILE  # the run folder's file names live in one module
 
 
 @contextmanager

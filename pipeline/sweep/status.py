@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import RunConfig, SweepConfig
-from pipeline.files import read_complete_rows
 from pipeline.paths import RUNS_DIR
 from pipeline.rundir import DONE, STATES, DamagedRun, RunDir
 from pipeline.sweep.locks import lock_owner
@@ -53,11 +52,7 @@ def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunSta
     if rows:
         done = int(rows[-1]["step"])
         seconds = float(rows[-1].get("time/elapsed_s") or 0.0)  # where runs before timings.csv kept it
-    timings = run_dir / "timings.csv"
-    if timings.exists():
-        _, rows = read_complete_rows(timings)
-        if rows:
-            seconds = float(rows[-1]["elapsed_s"])
+    seconds = RunDir(run_dir).seconds_trained() or seconds
     return RunStatus(config, run_dir, state, done, seconds)
 
 

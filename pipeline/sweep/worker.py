@@ -4,12 +4,10 @@ raising it. The local pool starts it as ``python -m pipeline.sweep RUN_DIR``; a 
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from pathlib import Path
 
-from pipeline.files import atomic_write_text
 from pipeline.provenance import git_commit
 from pipeline.rundir import RunDir
 from pipeline.sweep.locks import claim_owner, run_lock
@@ -32,12 +30,12 @@ def run_one(run_dir: str | Path) -> str:
             print(stop, flush=True)
             return "interrupted"
         except Exception as error:  # recorded, not raised: one failed run must not stop a sweep
-            atomic_write_text(run_dir / "failed.json", json.dumps({
+            RunDir(run_dir).write_failure({
                 "error": f"{type(error).__name__}: {error}",
                 "traceback": traceback.format_exc(),
                 "commit": git_commit(),
                 "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            }, indent=2) + "\n")
+            })
             return "failed"
-        (run_dir / "failed.json").unlink(missing_ok=True)
+        RunDir(run_dir).clear_failure()
     return run_state(run_dir, config)

@@ -26,13 +26,11 @@ import numpy as np
 
 from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
-from pipeline.files import atomic_write_text
 from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.stopping import counts_toward_plateau, plateau_stall, should_prune
 
-REOPEN_MARKER = ".reopen"  # in a run directory: continue the run although its checkpoint says it stopped
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
 
@@ -85,7 +83,7 @@ class TrainingMonitor(L.Callback):
             state["stop_reason"] = "converged"
         for key, value in state.items():
             setattr(self, key, value)
-        reopen = self.run_dir / REOPEN_MARKER
+        reopen = RunDir(self.run_dir).reopen_marker
         if reopen.exists():  # a pruned or converged run continued on purpose: its stop no longer holds
             self.stop_reason, self.perfect_streak, self.plateau_stall = None, 0, 0
             reopen.unlink()
@@ -197,6 +195,5 @@ class TrainingMonitor(L.Callback):
     def save_last(self, trainer: L.Trainer) -> None:
         for logger in trainer.loggers:
             logger.save()
-        atomic_write_text(self.run_dir / "timings.csv",
-                          "step,elapsed_s\n" + "".join(f"{step},{seconds}\n" for step, seconds in self.timings))
+        RunDir(self.run_dir).write_timings(self.timings)
         trainer.save_checkpoint(self.last_path, weights_only=False)

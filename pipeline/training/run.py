@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import signal
 import time
 import warnings
@@ -26,14 +25,13 @@ from pathlib import Path
 
 import lightning as L
 import torch
-import yaml
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from pipeline.config import ConfigError, RunConfig, to_dict
+from pipeline.config import ConfigError, RunConfig
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
-from pipeline.files import atomic_write_text, read_complete_rows
+from pipeline.files import atomic_write_text
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit, lock_hash
 from pipeline.rundir import DamagedRun, RunDir
@@ -41,7 +39,7 @@ from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.sweep.locks import claim_owner, lock_owner, run_lock
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
-from pipeline.training.monitor import REOPEN_MARKER, TrainingMonitor
+from pipeline.training.monitor import TrainingMonitor
 from pipeline.training.results import results_cover, stop_reason
 
 EVAL_SPLITS = ("train", "test", "long")
@@ -55,17 +53,17 @@ def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
     """Create ``run_dir`` for ``config``, or check that it already belongs to this config. A config that differs
     from the stored one only in ``training.max_batches`` (and tracking) is the same run with another budget: the
     stored config is updated. Returns "new", "same" or "budget changed"."""
-    config_file = run_dir / "config.yaml"
-    if config_file.exists():
-        existing = RunDir(run_dir).read_config()
+    folder = RunDir(run_dir)
+    if folder.config_file.exists():
+        existing = folder.read_config()
         if existing.identity() != config.identity():
             raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
                               f"use another directory for {config.run_id()}")
         if existing.training.max_batches == config.training.max_batches:
             return "same"
-        atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+        folder.write_config(config)
         return "budget changed"
-    atomic_write_text(config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+    folder.write_config(config)
     return "new"
 
 
@@ -177,16 +175,16 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
            accelerator: str) -> dict:
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     if restart:
-        clear_run(run_dir)
-    results_file = run_dir / "results.json"
-    if results_file.exists():
-        stored = json.loads(results_file.read_text())
+        RunDir(run_dir).clear()
+    folder = RunDir(run_dir)
+    stored = folder.read_results()
+    if stored is not None:
         if reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches:
             reopen_run(run_dir)
         elif results_cover(stored, config):
             return stored
         else:
-            archive_results(run_dir)  # extended: keep what it reported
+            folder.archive_results()  # extended: keep what it reported
     commits = record_commit(run_dir)
     configure_cpu_process()
 
@@ -210,7 +208,7 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
         raise RunStopped(run_dir, trainer.global_step, "an interrupt", 128 + signal.SIGINT)
 
     results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir, commits)
-    atomic_write_text(results_file, json.dumps(results, indent=2) + "\n")
+    atomic_write_text(RunDir(run_dir).results_file, json.dumps(results, indent=2) + "\n")
     if config.tracking.wandb != "off":
         from pipeline.training.tracking import log_final_results
 
@@ -232,38 +230,16 @@ def read_checkpoint(path: Path, run_dir: Path) -> dict:
     return checkpoint
 
 
-def archive_results(run_dir: Path) -> None:
-    """Keep a finished run's results as ``results.<batches>.json``: the run is to train further."""
-    stored = json.loads((run_dir / "results.json").read_text())
-    (run_dir / "results.json").rename(run_dir / f"results.{stored['batches']}.json")
-
-
 def reopen_run(run_dir: Path) -> None:
     """Continue a run that stopped early (pruned, converged, plateau) from its last checkpoint: its results are
     archived and its checkpointed stop is lifted when it resumes."""
-    atomic_write_text(run_dir / REOPEN_MARKER, "")
-    archive_results(run_dir)
-
-
-RUN_OUTPUTS = ("metrics.csv", "timings.csv", "results.json", "failed.json", "accuracy_by_length.csv", REOPEN_MARKER)
-
-
-def clear_run(run_dir: Path) -> None:
-    """Remove what a run has trained and logged (not its config or commits): it starts again from batch 0."""
-    for name in RUN_OUTPUTS:
-        (run_dir / name).unlink(missing_ok=True)
-    for old in run_dir.glob("results.*.json"):
-        old.unlink()
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    atomic_write_text(RunDir(run_dir).reopen_marker, "")
+    RunDir(run_dir).archive_results()
 
 
 def refuse_lost_progress(run_dir: Path) -> None:
     """A run that logged batches but has no ``last.ckpt`` would silently start over: say so and stop."""
-    metrics = run_dir / "metrics.csv"
-    if not metrics.exists():
-        return
-    _, rows = read_complete_rows(metrics)
-    steps = [int(row["step"]) for row in rows if row.get("step")]
+    steps = [int(row["step"]) for row in RunDir(run_dir).read_metrics()]
     if steps:
         raise ConfigError(f"{run_dir} has logged {max(steps)} batches (metrics.csv) but its checkpoint "
                           f"checkpoints/last.ckpt is missing, so it cannot resume; to train it again from batch 0 "
@@ -273,13 +249,7 @@ def refuse_lost_progress(run_dir: Path) -> None:
 def record_commit(run_dir: Path) -> list[str]:
     """Append the checked-out commit to ``commits.txt`` when it differs from the last one there (a run resumed under
     other code), and return all of them: the code that trained this run."""
-    file = run_dir / "commits.txt"
-    commits = file.read_text().split() if file.exists() else []
-    current = git_commit()
-    if not commits or commits[-1] != current:
-        commits.append(current)
-        atomic_write_text(file, "\n".join(commits) + "\n")
-    return commits
+    return RunDir(run_dir).record_commit(git_commit())
 
 
 def final_results(module: TransductionModule, monitor: TrainingMonitor, batches: int, eval_sets: dict,
@@ -290,10 +260,8 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     started = time.monotonic()
     n = module.config.training.final_eval_size
     scores = {split: evaluate(module.model, eval_sets[split].pairs[:n], module.vocab) for split in EVAL_SPLITS}
-    by_length = [dict(split=split, **row) for split, s in scores.items() for row in s.by_source_length()]
-    header = ["split", "source_length", "n", "coarse", "fine"]
-    atomic_write_text(run_dir / "accuracy_by_length.csv",
-                      "\n".join([",".join(header)] + [",".join(str(r[k]) for k in header) for r in by_length]) + "\n")
+    RunDir(run_dir).write_accuracy_by_length(
+        [dict(split=split, **row) for split, s in scores.items() for row in s.by_source_length()])
     config = module.config
     return {
         "run_id": config.run_id(),
@@ -323,16 +291,12 @@ def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") 
     """The module of a run directory with the weights of ``checkpoint`` ("best" or "last"), on ``accelerator``'s
     device (see :func:`resolve_device`)."""
     device = resolve_device(accelerator)
-    run_dir = Path(run_dir)
-    config_file = run_dir / "config.yaml"
-    if not config_file.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
-    if checkpoint not in ("best", "last"):
-        raise ConfigError(f"checkpoint must be 'best' or 'last', got {checkpoint!r}")
-    path = run_dir / "checkpoints" / f"{checkpoint}.ckpt"
+    folder = RunDir(run_dir)
+    config = folder.read_config()
+    path = folder.checkpoint(checkpoint)
     if not path.is_file():
         raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
-    module = TransductionModule.from_config(RunDir(run_dir).read_config())
+    module = TransductionModule.from_config(config)
     module.load_state_dict(read_checkpoint(path, run_dir)["state_dict"])
     return module.to(device)
 
