@@ -326,7 +326,8 @@ def inspect(
     index: int = typer.Option(0, "--index", callback=_at_least(0), help="Which sequence of that set."),
     source: str = typer.Option(None, "--source", help='A source given as tokens instead, e.g. "a3 a17 a5".'),
     format: TraceFormat = typer.Option(TraceFormat.png, "--format", help="png (a figure) or json (the numbers)."),
-    out: Path = typer.Option(None, "--out", help="Output file (default: <run dir>/trace-<split>-<index>.<format>)."),
+    out: Path = typer.Option(None, "--out", help="Output file (default: <run dir>/trace-<split>-<index>.<format>); "
+                                                 "'-' writes JSON to standard output."),
     accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
                                                                                    "there is one)."),
 ) -> None:
@@ -335,11 +336,20 @@ def inspect(
     from pipeline.files import atomic_write_text
     from pipeline.inspection import draw_trace, inspect_run, trace_json
 
+    to_stdout = out is not None and str(out) == "-"
+    if to_stdout and format is not TraceFormat.json:
+        _fail(ConfigError("--out - writes to standard output, which takes --format json, not a png figure"))
+    if out is not None and not to_stdout and out.suffix.lower() != f".{format.value}":
+        _fail(ConfigError(f"--out {out}: a {format.value} trace is written to a .{format.value} file, got "
+                          f"{out.suffix or 'no extension'!r} (--format png or json picks the kind)"))
     try:
         trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None,
                             accelerator=accelerator.value)
     except ConfigError as error:
         _fail(error)
+    if to_stdout:
+        typer.echo(trace_json(trace), nl=False)
+        return
     name = "source" if source is not None else f"{split.value}-{index}"
     out = out or Path(run_dir) / f"trace-{name}.{format.value}"
     if format is TraceFormat.json:

@@ -220,3 +220,48 @@ def test_an_unreadable_checkpoint_is_named_with_restart_suggested(content, tmp_p
     assert result.exit_code == 2 and "not a readable checkpoint" in result.stderr
     assert "Traceback" not in result.output and "Aborted" not in result.output
     assert train(tiny(max_batches=40), run_dir, progress=False, restart=True)["batches"] == 40
+
+
+# -- row 8: a resumed run's progress counts from the batch it resumed at -------------------------------------------
+
+def test_the_progress_bar_of_a_resumed_run_counts_from_where_it_resumed():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from pipeline.training.run import RunProgressBar
+
+    out = io.StringIO()
+    bar = RunProgressBar(60, console=Console(file=out, force_terminal=True, width=120))
+    trainer = SimpleNamespace(global_step=40, progress_bar_metrics={}, loggers=[])
+    bar.on_train_start(trainer, None)
+    task = bar._progress.tasks[0]
+    assert (task.completed, task.total, task.description) == (40, 60, "batches (resumed at 40)")
+    trainer.global_step = 41
+    bar._progress.update(bar._task, completed=trainer.global_step)
+    bar.on_train_end(trainer, None)
+    assert "41/60" in out.getvalue() and "resumed at 40" in out.getvalue()
+
+
+# -- row 9 and a pipe: inspect checks its output before any compute; JSON to standard output ------------------------
+
+def test_inspect_checks_the_output_extension_before_compute_and_writes_json_to_stdout(tmp_path, monkeypatch):
+    import json
+
+    import pipeline.inspection
+
+    run_dir = tmp_path / "run"
+    train(tiny(max_batches=10), run_dir, progress=False)
+    calls = []
+    real = pipeline.inspection.inspect_run
+    monkeypatch.setattr(pipeline.inspection, "inspect_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    result = runner.invoke(app, ["inspect", str(run_dir), "--out", str(tmp_path / "x.jpgg")])
+    assert result.exit_code == 2 and "a png trace is written to a .png file, got '.jpgg'" in flat(result.stderr)
+    result = runner.invoke(app, ["inspect", str(run_dir), "--out", "-"])
+    assert result.exit_code == 2 and "takes --format json" in flat(result.stderr)
+    assert calls == []  # refused before any compute
+    result = runner.invoke(app, ["inspect", str(run_dir), "--format", "json", "--out", "-", "--source", "a1 a2"])
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.stdout)
+    assert trace["source_length"] == 2 and trace["read_ends"] == ["top"] and calls == [1]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from pipeline.config import ConfigError, RunConfig
@@ -67,20 +67,53 @@ def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
     return "new"
 
 
-class RunProgressBar(RichProgressBar):
-    """Lightning's progress bar for an endless stream: "batch n/N" instead of "Epoch 0/-2", no logger version."""
+class RunProgressBar(ProgressBar):
+    """A run's progress over its whole budget, on Lightning's public ``ProgressBar`` interface: "batches 41/60"
+    counts from the batch a resumed run starts at (and says so), and its time left is measured on this session's
+    batches only. (Lightning's own bars count an endless stream's batches per epoch: "41/19" after a resume.)"""
 
-    def __init__(self, max_batches: int) -> None:
+    def __init__(self, max_batches: int, console=None) -> None:
         super().__init__()
         self.max_batches = max_batches
+        self._console = console
+        self._progress = None
+        self._task = None
+        self._enabled = True
 
-    def _get_train_description(self, current_epoch: int) -> str:
-        return f"batches (of {self.max_batches:,})"
+    def disable(self) -> None:
+        self._enabled = False
 
-    def get_metrics(self, trainer, pl_module) -> dict:
-        metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)
-        return metrics
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if not self._enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        start = trainer.global_step
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeRemainingColumn(), TextColumn("{task.fields[metrics]}"), console=self._console)
+        description = f"batches (resumed at {start:,})" if start else "batches"
+        self._task = self._progress.add_task(description, total=self.max_batches, completed=start, metrics="")
+        self._progress.start()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._progress is not None:
+            metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
+            shown = "  ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
+            self._progress.update(self._task, completed=trainer.global_step, metrics=shown)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._stop()
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
 
 @contextmanager
