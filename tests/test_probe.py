@@ -265,3 +265,28 @@ def test_inspect_checks_the_output_extension_before_compute_and_writes_json_to_s
     assert result.exit_code == 0, result.output
     trace = json.loads(result.stdout)
     assert trace["source_length"] == 2 and trace["read_ends"] == ["top"] and calls == [1]
+
+
+# -- row 12: evidence in the run's own window; continuations matched by run id only ---------------------------------
+
+def test_a_small_profiles_evidence_uses_its_own_window_and_cites_only_its_own_continuations(runs_copy, tmp_path):
+    import csv
+    import json
+
+    from pipeline.reports.build import write_report
+    from pipeline.sweep import load_sweep
+
+    path, runs = runs_copy
+    sweep = load_sweep(path)
+    other = tmp_path / "experiments" / "stack-reversal-elsewhere"  # the same cell in another configuration
+    other.mkdir(parents=True)
+    (other / "results.json").write_text(json.dumps(dict(task="reversal", model="stack", run_id="reversal-stack-h256-x",
+                                                        batches=40000, stop_reason="budget", train_coarse=1.0,
+                                                        test_coarse=1.0, train_perplexity=1.0)))
+    readme = write_report(sweep, path, runs, tmp_path / "out", command="pytest",
+                          experiments_dir=tmp_path / "experiments")
+    assert "stack-reversal-elsewhere" not in readme.read_text()
+    with open(tmp_path / "out" / "table3.csv") as f:
+        ours = [r for r in csv.DictReader(f) if r["in_profile"] == "True"]
+    assert ours and all("1,000" not in r["evidence"] for r in ours)
+    assert any("last 10 batches" in r["evidence"] for r in ours if r["stop_reason"] == "budget")

@@ -18,8 +18,8 @@ def run(seed, ppl, test_coarse, lr=1e-3, state="finished", stop="converged", mod
                 state=state,
                 batches=batches, stop_reason=stop if state in ("finished", "pruned") else None, train_perplexity=ppl,
                 train_coarse=train, train_fine=train, test_coarse=test_coarse, test_fine=test_coarse,
-                learned=train >= 0.99, still_improving=improving, run_id=f"{task}-{model}-{lr:g}-s{seed}",
-                commit="abc")
+                learned=train >= 0.99, still_improving=improving, trend_batches=1000,
+                run_id=f"{task}-{model}-{lr:g}-s{seed}", commit="abc")
 
 
 def runs(*rows):

@@ -238,6 +238,13 @@ def continuations_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]]
     return found
 
 
+def continuing(experiments: dict, runs: pd.DataFrame, task: str, model: str) -> list[tuple[Path, dict]]:
+    """The experiments kept beside the profile that continue one of this cell's runs: matched by run id only, so a
+    small profile's cell never cites another configuration's experiment on the same task and model."""
+    ids = set(runs[(runs.task == task) & (runs.model == model)].run_id)
+    return [(folder, r) for folder, r in experiments.get((task, model), []) if r.get("run_id") in ids]
+
+
 def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
     notes = []
     for folder, r in experiments:
@@ -353,7 +360,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
                          f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
                          f"**{r.verdict}** | {r.evidence}"
-                         f"{_experiment_note(experiments.get((r.task, r.model), []), out_dir)} | "
+                         f"{_experiment_note(continuing(experiments, runs, r.task, r.model), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
     lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
               "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",

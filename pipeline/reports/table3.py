@@ -29,13 +29,13 @@ from pipeline.rundir import DamagedRun, RunDir
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values, stop_reason
-from pipeline.training.stopping import still_improving
+from pipeline.training.stopping import still_improving, trend_span
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
-               "train_perplexity", *METRICS, "learned", "still_improving", "run_id", "commit"]
+               "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -56,13 +56,15 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     rows = []
     for status in sweep_status(sweep, runs_root):
         run = status.config
+        perplexities = [p for _, p in logged_values(logged_rows(status.run_dir), "train/perplexity")]
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    state=status.state,
                    batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
                    **{m: math.nan for m in METRICS}, learned=False,
-                   still_improving=still_improving([p for _, p in logged_values(logged_rows(status.run_dir),
-                                                                                   "train/perplexity")]),
+                   still_improving=still_improving(perplexities),
+                   # the batches each half of that trend check covers: the report says them, not a fixed 1,000
+                   trend_batches=trend_span(len(perplexities)) * run.training.perplexity_every,
                    run_id=run.run_id(), commit="")
         if status.state in DONE:
             results = RunDir(status.run_dir).read_results()
@@ -108,15 +110,18 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool) -> str:
 # fall within 2,000 batches, judged on single 100-batch windows against the best so far; a run falling ~2% per
 # 1,000 batches on average stops in a slower stretch or after a lucky window. The verdict stays the rule's, and the
 # evidence says so.
-STILL_FALLING_AFTER_PLATEAU = ("though its last 1,000 batches were still below the 1,000 before (a slow fall, "
-                               "under the plateau rule's tolerance)")
+def still_falling_after_plateau(span: str) -> str:
+    return (f"though its last {span} batches were still below the {span} before (a slow fall, under the plateau "
+            "rule's tolerance)")
 
 
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
-    """Why the selected run ended where it did, in a few words: what a verdict rests on."""
+    """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
+    the run's own log (``trend_batches`` each side: 1,000 for a long run, less for a short one)."""
     pruned = int((cell.state == "pruned").sum())
     stop = selected.stop_reason
     ppl = f"training perplexity {selected.train_perplexity:.4g}"
+    span = f"{int(selected.trend_batches):,}"
     if stop == "pruned":
         text = f"pruned on its plateau at batch {int(selected.batches):,} ({ppl})"
     elif stop == "converged":
@@ -124,12 +129,12 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     elif stop == "plateau":
         text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
         if selected.still_improving:
-            text += f", {STILL_FALLING_AFTER_PLATEAU}"
+            text += f", {still_falling_after_plateau(span)}"
     else:
-        trend = ("still falling (last 1,000 batches below the 1,000 before: > 1% in perplexity, or in cross-entropy "
-                 "beyond its noise)" if selected.still_improving
-                 else "flat (last 1,000 batches not below the 1,000 before by 1% in perplexity, nor in cross-entropy "
-                      "beyond its noise)")
+        trend = (f"still falling (last {span} batches below the {span} before: > 1% in perplexity, or in "
+                 "cross-entropy beyond its noise)" if selected.still_improving
+                 else f"flat (last {span} batches not below the {span} before by 1% in perplexity, nor in "
+                      "cross-entropy beyond its noise)")
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
@@ -144,9 +149,11 @@ def continuation(folder: Path) -> dict:
     if results is None:
         raise DamagedRun(f"{RunDir(folder).results_file}: missing")
     perplexities = [p for _, p in logged_values(logged_rows(folder), "train/perplexity")]
+    every = RunDir(folder).read_config().training.perplexity_every if RunDir(folder).config_file.is_file() else 100
     return dict(run_id=results["run_id"], name=Path(folder).name, batches=int(results["batches"]),
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
-                still_improving=still_improving(perplexities), **{m: results[m] for m in METRICS})
+                still_improving=still_improving(perplexities), trend_batches=trend_span(len(perplexities)) * every,
+                **{m: results[m] for m in METRICS})
 
 
 def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
@@ -154,7 +161,8 @@ def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
     values = {m: later[m] for m in METRICS}
     judged = verdict(values, paper, later["stop_reason"], later["still_improving"])
     trend = "still falling" if later["still_improving"] else "flat"
-    plateau = ("perplexity plateaued, " + STILL_FALLING_AFTER_PLATEAU if later["still_improving"]
+    plateau = ("perplexity plateaued, " + still_falling_after_plateau(f"{later['trend_batches']:,}")
+               if later["still_improving"]
                else "perplexity plateaued")
     how = {"budget": f"hit its raised cap, perplexity {trend}", "plateau": plateau,
            "converged": "converged (training coarse held)", "pruned": "pruned on its plateau"}[later["stop_reason"]]

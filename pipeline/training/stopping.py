@@ -66,6 +66,11 @@ def counts_toward_plateau(step: int, prune_at: Sequence[int]) -> bool:
     return step >= max(prune_at, default=0)
 
 
+def trend_span(windows: int, window: int = 10) -> int:
+    """How many windows each half of :func:`still_improving`'s comparison covers, for a log of ``windows``."""
+    return min(window, windows // 2)
+
+
 def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: float = 0.01) -> bool:
     """Whether a run's training perplexity was still falling at its end: the mean of its last ``window`` windows
     more than ``tolerance`` (relative) below the mean of the ``window`` before them (with the paper's 100-batch
@@ -76,7 +81,7 @@ def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: 
     spread of the windows): a flat run does not look improving by chance. A run too short for two full spans
     compares the halves of its log. What makes a run that hit its cap *budget-limited*."""
     values = [p for p in perplexities if not math.isnan(p)]
-    span = min(window, len(values) // 2)
+    span = trend_span(len(values), window)
     if span == 0:
         return False
     recent, before = values[-span:], values[-2 * span:-span]
