@@ -444,7 +444,7 @@ def study(
 
 @app.command()
 def bench(
-    rounds: int = typer.Option(None, "--rounds", callback=_at_least(7), show_default="11",
+    rounds: int = typer.Option(11, "--rounds", callback=_at_least(7),  # pipeline.bench.DEFAULT_ROUNDS (tested)
                                help="Timing rounds, at least 7 (the median is reported)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
@@ -452,10 +452,11 @@ def bench(
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark
 
-    command = ("transduce bench" + (f" --rounds {rounds}" if rounds else "") + (f" --out {out}" if out else "")
+    command = ("transduce bench" + (f" --rounds {rounds}" if rounds != DEFAULT_ROUNDS else "")
+               + (f" --out {out}" if out else "")
                + (f" --device {device}" if device != "cpu" else ""))
     try:
-        result = run_benchmark(rounds or DEFAULT_ROUNDS, out, echo=typer.echo, command=command, device=device)
+        result = run_benchmark(rounds, out, echo=typer.echo, command=command, device=device)
     except ValueError as error:
         _fail(error)
     for check in result["targets"]:

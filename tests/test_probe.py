@@ -290,3 +290,37 @@ def test_a_small_profiles_evidence_uses_its_own_window_and_cites_only_its_own_co
         ours = [r for r in csv.DictReader(f) if r["in_profile"] == "True"]
     assert ours and all("1,000" not in r["evidence"] for r in ours)
     assert any("last 10 batches" in r["evidence"] for r in ours if r["stop_reason"] == "budget")
+
+
+# -- row 11: one state vocabulary ----------------------------------------------------------------------------------
+
+def test_runs_filters_on_the_states_sweep_and_report_print(runs_copy, tmp_path):
+    from pipeline.rundir import STATES
+    from pipeline.sweep.status import STATES as SWEEP_STATES
+
+    path, runs = runs_copy
+    assert STATES == SWEEP_STATES and "pending" in STATES and "not started" not in STATES
+    result = runner.invoke(app, ["runs", str(path), "--runs-dir", str(tmp_path / "empty"), "--status", "pending"])
+    assert result.exit_code == 0 and result.stdout.count("pending") == 2
+    result = runner.invoke(app, ["runs", str(path), "--runs-dir", str(runs), "--status", "not started"])
+    assert result.exit_code == 2 and "--status must be one of finished, pruned, failed, damaged" in flat(result.stderr)
+
+
+# -- row 13: defaults shown, a directory named as one, a key given twice refused ----------------------------------
+
+def test_help_shows_defaults_a_directory_is_named_and_duplicate_yaml_keys_are_refused(tmp_path):
+    from pipeline.bench import DEFAULT_ROUNDS
+
+    result = runner.invoke(app, ["bench", "--help"], terminal_width=200)
+    assert f"[default: {DEFAULT_ROUNDS}]" in flat(result.stdout)
+    result = runner.invoke(app, ["sweep", str(tmp_path), "--status"])
+    assert result.exit_code == 2 and "is a directory" in flat(result.stderr) and "does not exist" not in result.stderr
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("name: p\nworkers: 1\nworkers: 2\ngrid: [{tasks: [copy], models: [stack]}]\n")
+    result = runner.invoke(app, ["sweep", str(twice), "--status"])
+    assert result.exit_code == 2 and "key 'workers' is given twice (line 3)" in flat(result.stderr)
+    config = tmp_path / "run.yaml"
+    config.write_text("task: copy\nmodel: {name: stack, name: queue}\n")
+    result = runner.invoke(app, ["train", "--config", str(config), "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "key 'name' is given twice" in flat(result.stderr)
+    assert not (tmp_path / "r").exists()
