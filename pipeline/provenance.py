@@ -40,8 +40,28 @@ def current_command() -> str:
     return " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
 
 
-def provenance(command: str | None = None) -> str:
-    """One markdown line: the command, commit, environment lock and UTC time that produced a report."""
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"Made by `{command or current_command()}` at commit `{git_commit()}` with environment lock "
-            f"`{lock_hash()}` (requirements.lock), {now}.")
+# What a result depends on besides its inputs: a commit that changes none of these (one that only adds reports, say)
+# leaves a report's provenance, and so its bytes, as they were.
+CODE_PATHS = ("pipeline", "configs", "pyproject.toml", "requirements.lock", "Makefile")
+
+
+def code_commit() -> str:
+    """The last commit that changed the code (:data:`CODE_PATHS`), with ``-dirty`` when those files differ from it;
+    ``unknown`` outside git. A report regenerated from the same runs by the same code names the same commit."""
+    try:
+        head = subprocess.run(["git", "log", "-1", "--format=%H", "--", *CODE_PATHS], cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS],
+                               cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        return (head or "unknown") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def provenance(command: str | None = None, dated: bool = False) -> str:
+    """One markdown line: the command, the code's commit and the environment lock that produced a report, and with
+    ``dated`` the UTC time (for measurements; a report made from runs leaves it out, so that regenerating it from
+    the same runs with the same code gives the same bytes)."""
+    when = dt.datetime.now(dt.timezone.utc).strftime(", %Y-%m-%d %H:%M UTC") if dated else ""
+    return (f"Made by `{command or current_command()}` with the code at commit `{code_commit()}` and environment "
+            f"lock `{lock_hash()}` (requirements.lock){when}.")
