@@ -200,7 +200,8 @@ def run_benchmark(rounds: int = DEFAULT_ROUNDS, out_dir: Path | None = None, ech
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     resolve_device(device)  # cuda where torch sees none: refused, as everywhere
     configure_cpu_process()  # as a training process does
-    made_by = provenance(command, dated=True)  # the code that runs, before this run's own reports change the working tree
+    # the code that runs, before this run's own reports change the working tree
+    made_by = provenance(command, dated=True)
     started = time.perf_counter()
     echo(f"timing {len(HIDDEN) * len(STEPS) * len(TIMED)} configurations, {rounds} rounds")
     medians = time_batches(rounds, echo, device)

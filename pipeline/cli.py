@@ -397,6 +397,37 @@ def runs(
 
 
 @app.command()
+def dashboard(
+    where: Path = typer.Argument(..., help="A profile (configs/cpu.yaml) or a folder of run directories."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="For a profile: where its runs are (default: runs/<name>)."),
+    task: list[TaskName] = typer.Option(None, "--task", help="Only these tasks (repeatable)."),
+    model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
+    print_only: bool = typer.Option(False, "--print-only", help="Gather the runs and print the command that opens "
+                                                                "them, without opening the viewer."),
+) -> None:
+    """One local view of a profile's training curves: every run's offline W&B run in one folder, opened with
+    `wandb leet` (a terminal UI; no account, no network)."""
+    from pipeline.dashboard import gather, open_dashboard, wandb_command
+
+    try:
+        board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []])
+        command = wandb_command(board.folder)
+    except ConfigError as error:
+        _fail(error)
+    if board.without_wandb:
+        typer.echo(f"{len(board.without_wandb)} run(s) have no offline W&B run (tracking off, not started, or "
+                   f"restored from an archive, which keeps metrics.csv only): {', '.join(board.without_wandb[:5])}"
+                   + (" ..." if len(board.without_wandb) > 5 else ""), err=True)
+    if not board.linked:
+        _fail(ConfigError(f"no run of {where} has an offline W&B run to show; `transduce runs {where}` lists them"))
+    typer.echo(f"{len(board.linked)} run(s) in {board.folder}", err=True)
+    if print_only:
+        typer.echo(" ".join(command))
+        return
+    open_dashboard(board)
+
+
+@app.command()
 def archive(
     profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml."),
     to: Path = typer.Option(None, "--to", help="The archive folder (default: reports/<profile>/finished_runs)."),

@@ -274,6 +274,8 @@ def load_trace(path: Path) -> Trace:
         del data["ends"]
         entry = MODELS.get(data["model"])
         data.update(_memory_layout(entry.memory if entry is not None else None))
+        # its reads were keyed by end names that could be wrong (a queue's read said "top"): re-key them in order
+        data["reads"] = [dict(zip(data["read_ends"], step.values())) for step in data.get("reads", [])]
     return Trace(**data)
 
 
