@@ -415,9 +415,9 @@ def dashboard(
     except ConfigError as error:
         _fail(error)
     if board.without_wandb:
-        typer.echo(f"{len(board.without_wandb)} run(s) have no offline W&B run (tracking off, not started, or "
-                   f"restored from an archive, which keeps metrics.csv only): {', '.join(board.without_wandb[:5])}"
-                   + (" ..." if len(board.without_wandb) > 5 else ""), err=True)
+        typer.echo(f"{len(board.without_wandb)} run(s) have nothing to show yet (not started, or damaged): "
+                   f"{', '.join(board.without_wandb[:5])}" + (" ..." if len(board.without_wandb) > 5 else ""),
+                   err=True)
     if not board.linked:
         _fail(ConfigError(f"no run of {where} has an offline W&B run to show; `transduce runs {where}` lists them"))
     typer.echo(f"{len(board.linked)} run(s) in {board.folder}", err=True)

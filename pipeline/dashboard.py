@@ -3,8 +3,11 @@
 Every run keeps its own offline W&B run under ``<run dir>/wandb/offline-run-*`` (unless its tracking is off), and
 W&B's terminal viewer, ``wandb leet <folder>``, lists the runs of one folder and overlays their curves. So the
 dashboard is a folder of links, one per offline run of the profile (or of a runs folder), optionally only some
-tasks and models, made afresh each time under ``<runs folder>/.dashboard/``; then ``wandb leet`` opens it. No
-account and no network: everything is read from the run directories.
+tasks and models, made afresh each time under ``<runs folder>/.dashboard/``; then ``wandb leet`` opens it. A run
+without an offline W&B run (trained with tracking off, as the smoke profile and the studies are, or restored from
+an archive, which keeps ``metrics.csv`` only) gets one made from its ``metrics.csv`` on demand, kept under
+``<runs folder>/.dashboard-made/`` and made again only when the log changes (about half a second a run). No account
+and no network: everything is read from the run directories.
 """
 
 from __future__ import annotations
@@ -51,12 +54,51 @@ def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | 
     for run_id in table.id:
         offline = sorted(RunDir(root / run_id).wandb_dir.glob("offline-run-*"))
         if not offline:
+            made = made_from_log(RunDir(root / run_id), root / ".dashboard-made")
+            offline = [made] if made is not None else []
+        if not offline:
             missing.append(run_id)
             continue
         for run in offline:
             (folder / run.name).symlink_to(run.resolve(), target_is_directory=True)
         linked.append(run_id)
     return Dashboard(folder, linked, missing)
+
+
+def made_from_log(run: RunDir, store: Path) -> Path | None:
+    """An offline W&B run written from ``run``'s ``metrics.csv`` (None when it has logged nothing, or its files are
+    damaged), kept under ``store/<run name>/`` and rewritten only when the log has changed since."""
+    from pipeline.config import to_dict
+    from pipeline.rundir import DamagedRun
+
+    try:
+        rows = run.read_metrics()
+        config = run.read_config()
+    except (DamagedRun, ConfigError):
+        return None
+    if not rows:
+        return None
+    info = run.metrics_file.stat()
+    stamp = f"{info.st_size}-{info.st_mtime_ns}"
+    target = store / run.name
+    made = sorted((target / "wandb").glob("offline-run-*"))
+    if made and (target / "stamp").is_file() and (target / "stamp").read_text() == stamp:
+        return made[-1]
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    os.environ.setdefault("WANDB_SILENT", "true")
+    import wandb
+
+    identity = config.run_id().rsplit("-", 1)[1]
+    record = wandb.init(mode="offline", dir=str(target), project=config.tracking.project, name=run.name,
+                        id=f"{config.task}-{config.model.name}-{identity}-log", config=to_dict(config),
+                        reinit="create_new", settings=wandb.Settings(console="off", x_disable_stats=True))
+    for row in rows:
+        values = {k: float(v) for k, v in row.items() if k != "step" and v not in (None, "")}
+        record.log(values, step=int(row["step"]))
+    record.finish()
+    (target / "stamp").write_text(stamp)
+    return sorted((target / "wandb").glob("offline-run-*"))[-1]
 
 
 def wandb_command(folder: Path) -> list[str]:

@@ -337,3 +337,36 @@ def test_a_queue_trace_kept_by_an_older_version_says_it_reads_at_the_bottom():
     trace = load_trace(kept[0])
     assert (trace.push_ends, trace.pop_ends, trace.read_ends) == (["top"], ["bottom"], ["bottom"])
     assert all(list(step) == ["bottom"] for step in trace.reads)
+
+
+# -- row 14: one dashboard for a profile ------------------------------------------------------------------------------
+
+def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_folder(runs_copy):
+    path, runs = runs_copy
+    lstm, stack = sorted(runs.iterdir())  # reversal-lstm1-..., reversal-stack-...
+    for run in (lstm, stack):  # what an offline W&B run leaves in a run directory
+        (run / "wandb" / f"offline-run-20261125_120000-{run.name}" / "files").mkdir(parents=True)
+    result = runner.invoke(app, ["dashboard", str(path), "--runs-dir", str(runs), "--print-only"])
+    assert result.exit_code == 0, result.output
+    folder = runs / ".dashboard"
+    assert result.stdout.split()[-2:] == ["leet", str(folder)]
+    links = sorted(folder.iterdir())
+    assert [link.name for link in links] == [f"offline-run-20261125_120000-{r.name}" for r in (lstm, stack)]
+    assert all(link.is_symlink() and (link / "files").is_dir() for link in links)
+    result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])  # a runs folder
+    assert result.exit_code == 0 and [p.name for p in folder.iterdir()] == [links[1].name]  # rebuilt, filtered
+    import shutil
+
+    # a run trained with tracking off (or restored from an archive) gets an offline W&B run made from its log
+    shutil.rmtree(stack / "wandb")
+    result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
+    assert result.exit_code == 0, result.output
+    (link,) = folder.iterdir()
+    assert link.resolve().parent.parent == runs / ".dashboard-made" / stack.name
+    assert list(link.resolve().glob("*.wandb"))  # W&B's own run log, which leet reads
+    made = link.resolve()
+    runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
+    assert next(folder.iterdir()).resolve() == made  # the log has not changed: not made again
+    (stack / "metrics.csv").write_text("")  # damaged: nothing to show, and said
+    result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
+    assert result.exit_code == 2 and "no run of" in result.stderr and "nothing to show" in result.stderr
