@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +36,39 @@ def lock_hash() -> str:
         return hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()[:12]
     except OSError:
         return "none"
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on: its affinity where the system tells (a cluster job or a container
+    given 4 of 64 cores gets 4), else every core."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+WORKERS_ENV = "TRANSDUCE_WORKERS"  # set by a sweep's pool in each worker: how many runs share the machine
+
+
+def workers_sharing() -> int:
+    """How many runs a sweep's pool runs side by side with this one (1 outside a pool)."""
+    try:
+        return max(1, int(os.environ.get(WORKERS_ENV, "1")))
+    except ValueError:
+        return 1
+
+
+def machine() -> str:
+    """'<CPU model>, <n> usable cores': where a run's seconds were measured."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {usable_cores()} usable cores"
 
 
 def current_command() -> str:

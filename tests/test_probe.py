@@ -370,3 +370,36 @@ def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_fol
     (stack / "metrics.csv").write_text("")  # damaged: nothing to show, and said
     result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
     assert result.exit_code == 2 and "no run of" in result.stderr and "nothing to show" in result.stderr
+
+
+# -- issue 26: a profile's workers default to the cores this process may use ----------------------------------------
+
+def test_workers_default_to_the_usable_cores_and_the_profile_or_flag_wins(monkeypatch, tmp_path):
+    import os
+
+    from pipeline.provenance import machine, usable_cores
+    from pipeline.sweep import default_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert usable_cores() == 3 and machine().endswith(", 3 usable cores")
+    sweep = from_dict(SweepConfig, yaml.safe_load(tiny_profile(tmp_path).read_text()))
+    assert sweep.workers == 1 and default_workers(sweep) == 1  # the profile's own number wins
+    unset = from_dict(SweepConfig, {**yaml.safe_load(tiny_profile(tmp_path).read_text()), "workers": None})
+    assert default_workers(unset) == 3  # affinity, not the 64 cores of the machine
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert default_workers(unset) == 64  # where affinity cannot be read: every core
+
+
+def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_path):
+    import pandas as pd
+
+    from pipeline.reports.build import _compute_line
+
+    sweep = from_dict(SweepConfig, yaml.safe_load(tiny_profile(tmp_path).read_text()))
+    runs = pd.DataFrame([dict(model="stack", batches=100, train_seconds=3600.0, eval_seconds=0.0, workers=4,
+                              machine="Some CPU, 4 usable cores")] * 2)
+    line = _compute_line(runs, sweep)
+    assert "2.0 CPU-hours" in line and "0.5 h of wall time with 4 worker(s) on Some CPU, 4 usable cores" in line
+    older = runs.drop(columns=["workers", "machine"])  # runs made before results recorded them
+    assert "with 1 worker(s) (machine not recorded)" in _compute_line(older, sweep)

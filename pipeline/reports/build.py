@@ -184,7 +184,11 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     if finished.empty:
         return ""
     seconds = float((finished["train_seconds"] + finished["eval_seconds"]).sum())
-    workers = default_workers(sweep)
+    # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
+    recorded = finished["workers"].dropna() if "workers" in finished else pd.Series(dtype=float)
+    workers = int(recorded.mode().iloc[0]) if not recorded.empty else default_workers(sweep)
+    machines = finished["machine"].dropna() if "machine" in finished else pd.Series(dtype=str)
+    where = f" on {machines.mode().iloc[0]}" if not machines.empty else " (machine not recorded)"
     # The hours depend on the machine as much as on the profile: the training speed per architecture lets a reader
     # scale them to theirs (docs/performance.md has the speeds measured by `make bench`).
     per_batch = (1000 * finished["train_seconds"] / finished["batches"].clip(lower=1)).groupby(finished["model"])
@@ -192,8 +196,8 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     speeds = ", ".join(f"{DISPLAY_NAMES[model]} {medians[model]:.0f}" for model in MODELS if model in medians)
     return (f"Compute: {seconds / 3600:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, "
             f"training and evaluation), about {seconds / 3600 / workers:.1f} h of wall time with "
-            f"{workers} worker(s). Training speed on this machine, median ms a batch with {workers} run(s) side by "
-            f"side: {speeds}.")
+            f"{workers} worker(s){where}. Training speed on this machine, median ms a batch with {workers} run(s) "
+            f"side by side: {speeds}.")
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pipeline.config import SweepConfig, load_yaml
@@ -16,8 +15,11 @@ def load_sweep(file: str | Path) -> SweepConfig:
 
 
 def default_workers(sweep: SweepConfig) -> int:
-    """The profile's ``workers``, else one per CPU core."""
-    return sweep.workers or os.cpu_count() or 1
+    """The profile's ``workers``, else one per CPU core this process may use (its affinity). ``--workers`` overrides
+    both."""
+    from pipeline.provenance import usable_cores
+
+    return sweep.workers or usable_cores()
 
 
 def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retry_pruned: bool = False) -> list[Path]:

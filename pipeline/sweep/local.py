@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from pipeline.config import SweepConfig
+from pipeline.provenance import WORKERS_ENV
 from pipeline.rundir import RunDir
 from pipeline.sweep.grid import default_workers, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
@@ -27,7 +28,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
          f"in {sweep_root(sweep, runs_root)}")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               **{PARENT_ENV: str(os.getpid())})
+               **{PARENT_ENV: str(os.getpid()), WORKERS_ENV: str(workers)})
     children: dict[subprocess.Popen, tuple[Path, float, int]] = {}  # child -> (run dir, start time, batches then)
     measured: dict[str, list[float]] = {}  # model -> wall seconds per batch of whole worker processes
     logs = {}

@@ -33,7 +33,7 @@ from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.files import atomic_write_text
 from pipeline.paths import RUNS_DIR
-from pipeline.provenance import current_command, git_commit, lock_hash
+from pipeline.provenance import current_command, git_commit, lock_hash, machine, workers_sharing
 from pipeline.rundir import DamagedRun, RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.sweep.locks import claim_owner, lock_owner, run_lock
@@ -315,6 +315,8 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
         "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
         "lock": lock_hash(),  # the environment that finished it (requirements.lock)
+        "machine": machine(),  # where its seconds were measured, and beside how many other runs
+        "workers": workers_sharing(),
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
     }
