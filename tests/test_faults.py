@@ -10,10 +10,11 @@ import time
 
 import pytest
 import yaml
+from tiny import tiny, tiny_profile
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.config import ConfigError, RunConfig, SweepConfig, from_dict, load_yaml, to_dict
+from pipeline.config import ConfigError, RunConfig, SweepConfig, load_yaml, to_dict
 from pipeline.files import atomic_write_text
 from pipeline.sweep import load_sweep, summary, sweep_status
 from pipeline.sweep.locks import claim_owner, run_lock
@@ -27,15 +28,6 @@ def private_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
 
 
-def tiny(max_batches=20, seed=0, **training) -> RunConfig:
-    settings = dict(max_batches=max_batches, seed=seed, perplexity_every=10, eval_every=10, eval_size=10,
-                    test_eval_size=10, final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
-    settings.update(training)
-    return from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack", "hidden": 8, "memory_width": 4,
-                                                               "embedding": 4},
-                                 "training": settings, "tracking": {"wandb": "off"}})
-
-
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a live process (a zombie waiting to be reaped is dead)."""
     try:
@@ -46,15 +38,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfinished_runs(tmp_path):
-    data = {"name": "killed", "workers": 2,
-            "defaults": {"model": {"memory_width": 4, "embedding": 4},
-                         "training": dict(max_batches=100_000, perplexity_every=10, eval_every=10_000, eval_size=10,
-                                          test_eval_size=10, final_eval_size=10, checkpoint_every=10,
-                                          early_stop_patience=0),
-                         "tracking": {"wandb": "off"}},
-            "grid": [{"tasks": ["reversal"], "models": ["lstm1", "stack"], "hidden": [8]}]}
-    path = tmp_path / "killed.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path = tiny_profile(tmp_path, "killed", workers=2, max_batches=100_000, eval_every=10_000)
     sweep = load_sweep(path)
     runs = tmp_path / "runs"
     sweep_process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir",
@@ -81,8 +65,8 @@ def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfin
     held = runs / sweep.runs()[0].run_id()
     with run_lock(held) as lock:
         claim_owner(lock)
-        data["defaults"]["training"]["max_batches"] = 20  # a lower budget: the free run finishes quickly
-        path.write_text(yaml.safe_dump(data))
+        tiny_profile(tmp_path, "killed", workers=2, max_batches=20, eval_every=10_000)  # a lower budget: the free
+        # run finishes quickly
         result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs)],
                                 capture_output=True, text=True)
     assert result.returncode == 1, result.stderr

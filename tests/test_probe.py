@@ -4,6 +4,7 @@ import re
 
 import pytest
 import yaml
+from tiny import tiny, tiny_profile
 from typer.testing import CliRunner
 
 from pipeline.cli import app
@@ -22,15 +23,6 @@ def private_cache(cache_dir, monkeypatch):
 def flat(text: str) -> str:
     """Error text without Rich's box drawing and line wrapping."""
     return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
-
-
-def tiny(max_batches=20, **training) -> RunConfig:
-    settings = dict(max_batches=max_batches, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
-                    final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
-    settings.update(training)
-    return from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack", "hidden": 8, "memory_width": 4,
-                                                               "embedding": 4},
-                                 "training": settings, "tracking": {"wandb": "off"}})
 
 
 # -- row 1: only one process trains a run -------------------------------------------------------------------------
@@ -96,19 +88,6 @@ def test_sigterm_stops_training_with_a_non_zero_exit_and_the_run_resumes(tmp_pat
 
 
 # -- rows 2, 3, 4: damaged run files are named, never silently reported from; a report never shrinks by accident --
-
-def tiny_profile(tmp_path):
-    data = {"name": "tiny", "workers": 1,
-            "defaults": {"model": {"memory_width": 4, "embedding": 4},
-                         "training": dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10,
-                                          test_eval_size=10, final_eval_size=10, checkpoint_every=10,
-                                          early_stop_patience=0),
-                         "tracking": {"wandb": "off"}},
-            "grid": [{"tasks": ["reversal"], "models": ["lstm1", "stack"], "hidden": [8]}]}
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
-
 
 @pytest.fixture(scope="module")
 def finished_profile(tmp_path_factory, cache_dir):
