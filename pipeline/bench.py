@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from torch import nn
 from pipeline.config import ModelConfig
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, build_model
-from pipeline.provenance import provenance
+from pipeline.provenance import machine, provenance
 from pipeline.runtime import configure_cpu_process, resolve_device
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
@@ -217,7 +216,7 @@ def run_benchmark(rounds: int = DEFAULT_ROUNDS, out_dir: Path | None = None, ech
         "measurements": [asdict(r) for r in rows],
         "evaluation": evaluation,
         "targets": check_targets(rows),
-        "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__, "threads": 1,
+        "machine": {"cpu": machine(), "torch": torch.__version__, "threads": 1,
                     "cuda": torch.cuda.is_available(), "device": device,
                     "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None},
         "seconds": round(time.perf_counter() - started, 1),
@@ -276,4 +275,127 @@ def bench_markdown(result: dict, header: str) -> str:
     lines += ["", "## GPU", "",
               "CUDA available here: " + ("yes" if m["cuda"] else "no") + ". See docs/performance.md for what was "
               "(or could not be) measured on a GPU.", ""]
+    return "\n".join(lines)
+
+
+# -- where the time of one training batch goes (``transduce bench --profile``) ------------------------------------
+
+PHASES = ("forward", "backward", "clipping", "optimiser")
+# What each ATen operator is part of, by name. Matrix products are the LSTM cell's and the signal head's (the input
+# projection of all positions and the weight gradients included); batched products (bmm) are the memory's reads and
+# their adjoints; the traversals (exclusive sums, positive parts, min) are the memory's pops and reads.
+OP_GROUPS = (
+    ("matrix products (LSTM cell, signal head, readout; oneDNN)", ("mm", "addmm", "linear", "matmul",
+                                                                   "_linear_pointwise", "_reorder_linear_weight")),
+    ("memory reads (bmm)", ("bmm", "baddbmm")),
+    ("memory traversals (cumsum, relu, where, sub)", ("cumsum", "relu", "clamp_min", "where", "threshold_backward",
+                                                      "le", "minimum", "flip", "sub", "rsub", "neg")),
+    ("activations (sigmoid, tanh)", ("sigmoid", "tanh")),
+    ("arithmetic (mul, add, addcmul, sum)", ("mul", "mul_", "add", "add_", "addcmul_", "addcmul", "sum", "div",
+                                             "div_", "sub_", "neg_", "sqrt", "addcdiv_", "lerp_", "norm",
+                                             "linalg_vector_norm", "_foreach_norm", "_foreach_mul_")),
+    ("copies and concatenation", ("copy_", "cat", "stack", "fill_", "zero_", "zeros", "zeros_like", "empty",
+                                  "empty_like", "clone", "contiguous", "_to_copy", "to", "resize_")),
+    ("views and indexing", ("slice", "select", "unsqueeze", "squeeze", "as_strided", "view", "expand", "t",
+                            "transpose", "unbind", "reshape", "narrow", "permute", "flatten", "alias")),
+    ("the fused path's own loop (Python)", ("FusedMemoryLSTM", "FusedMemoryLSTMBackward")),
+)
+OTHER = "other"
+
+
+def op_group(name: str) -> str:
+    op = name.rsplit("::", 1)[-1]
+    for group, ops in OP_GROUPS:
+        if op in ops:
+            return group
+    return OTHER
+
+
+def profile_batch(name: str, hidden: int = 256, steps: int = 131, batches: int = 5) -> dict:
+    """Milliseconds of one training batch of ``name`` by phase (forward, backward, clipping, optimiser) and, within
+    each, by kind of operation (ATen self time), plus the time no operator accounts for (Python and dispatch: the
+    fused path's loops, autograd's bookkeeping). Averages over ``batches`` profiled batches after 3 warm ones."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    configure_cpu_process()
+    step = TrainingStep(name, hidden, steps)
+
+    def one_batch() -> None:
+        with record_function("forward"):
+            logits = step.model(step.inputs)
+            loss = F.cross_entropy(logits.flatten(0, 1), step.targets.flatten())
+        step.optimizer.zero_grad(set_to_none=True)
+        with record_function("backward"):
+            loss.backward()
+        with record_function("clipping"):
+            torch.nn.utils.clip_grad_norm_(step.model.parameters(), 1.0)
+        with record_function("optimiser"):
+            step.optimizer.step()
+
+    for _ in range(3):
+        one_batch()
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(batches):
+            one_batch()
+    wall_ms = (time.perf_counter() - start) * 1000 / batches
+    table: dict[str, dict[str, float]] = {phase: {} for phase in PHASES}
+    phase_ms = dict.fromkeys(PHASES, 0.0)
+    for event in prof.events():
+        if event.name in PHASES:
+            phase_ms[event.name] += event.cpu_time_total / 1000 / batches
+            continue
+        parent = event.cpu_parent
+        while parent is not None and parent.name not in PHASES:
+            parent = parent.cpu_parent
+        # autograd's engine runs backward's operators on its own thread, outside the record_function above
+        phase = parent.name if parent is not None else "backward"
+        group = op_group(event.name)
+        table[phase][group] = table[phase].get(group, 0.0) + event.self_cpu_time_total / 1000 / batches
+    return {"model": name, "hidden": hidden, "steps": steps, "wall_ms": round(wall_ms, 2),
+            "phases": {p: round(phase_ms[p], 2) for p in PHASES},
+            "ops": {p: {g: round(ms, 2) for g, ms in sorted(groups.items(), key=lambda kv: -kv[1])}
+                    for p, groups in table.items()}}
+
+
+PROFILED = (("stack", 256, 131), ("deque", 256, 131), ("stack", 512, 131))
+
+
+def write_profile(out_dir: Path | None = None, echo=print, command: str = "transduce bench --profile") -> Path:
+    """Profile one training batch of each of :data:`PROFILED` and write ``bench-profile.md`` beside ``bench.md``."""
+    from pipeline.paths import REPORTS_DIR
+
+    made_by = provenance(command, dated=True) + f" Machine: {machine()}."
+    results = []
+    for name, hidden, steps in PROFILED:
+        echo(f"profiling {name}, hidden {hidden}, {steps} positions")
+        results.append(profile_batch(name, hidden, steps))
+    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
+    path = out_dir / "bench-profile.md"
+    atomic_write_text(path, breakdown_markdown(results, made_by))
+    return path
+
+
+def breakdown_markdown(results: list[dict], header: str) -> str:
+    """The profiles as one table per model: ms per batch by phase and kind of operation."""
+    lines = ["# Where the time of a training batch goes", "", header, "",
+             "`torch.profiler` over 5 training batches after 3 warm ones, one thread, batch 10. Each operator's self "
+             "time is counted in the phase that ran it; what no operator accounts for in a phase is Python and "
+             "dispatch (the fused path's loops, autograd's bookkeeping). Profiling itself adds overhead: the wall "
+             "time per batch here is above `make bench`'s.", ""]
+    for r in results:
+        lines += [f"## {display_name(r['model'])}, hidden {r['hidden']}, {r['steps']} positions: "
+                  f"{r['wall_ms']:.1f} ms a batch", "", "| phase | kind | ms | share of the batch |",
+                  "|---|---|---|---|"]
+        for phase in PHASES:
+            ops = r["ops"][phase]
+            lines.append(f"| **{phase}** | all | {r['phases'][phase]:.1f} | {r['phases'][phase] / r['wall_ms']:.0%} |")
+            for group, ms in ops.items():
+                lines.append(f"| | {group} | {ms:.1f} | {ms / r['wall_ms']:.0%} |")
+            rest = r["phases"][phase] - sum(ops.values())
+            if rest > 0.05:
+                lines.append(f"| | Python and dispatch | {rest:.1f} | {rest / r['wall_ms']:.0%} |")
+        outside = r["wall_ms"] - sum(r["phases"].values())
+        lines += [f"| **outside the phases** | zero_grad, the profiler's own cost | {outside:.1f} | "
+                  f"{outside / r['wall_ms']:.0%} |", ""]
     return "\n".join(lines)

@@ -479,9 +479,15 @@ def bench(
                                help="Timing rounds, at least 7 (the median is reported)."),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
+    profile: bool = typer.Option(False, "--profile", help="Instead: where the time of one training batch of the "
+                                                          "Stack- and DeQue-LSTM goes (reports/bench-profile.md)."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
-    from pipeline.bench import DEFAULT_ROUNDS, run_benchmark
+    from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
+
+    if profile:
+        typer.echo(f"wrote {write_profile(out, echo=typer.echo)}")
+        return
 
     command = ("transduce bench" + (f" --rounds {rounds}" if rounds != DEFAULT_ROUNDS else "")
                + (f" --out {out}" if out else "")
