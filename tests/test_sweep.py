@@ -114,11 +114,15 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack"), tasks=("copy", "reversal"), max_batches=10)
     sweep = load_sweep(path)
     assert [s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)] == ["finished"] * 4
-    # a documented experiment kept outside the profile (a cell trained longer) is linked from its cell's row
-    experiment = tmp_path / "experiments" / "lstm1-copy-long"
-    experiment.mkdir(parents=True)
-    (experiment / "results.json").write_text(json.dumps(dict(task="copy", model="lstm1", batches=60000,
-                                                             stop_reason="budget", train_coarse=0.5, test_coarse=0.0)))
+    # a documented experiment kept outside the profile that continues one of its runs (the same run id, its cap
+    # raised) is linked from its cell's row; one on the same cell in another configuration is not
+    lstm1_copy = next(run.run_id() for run in sweep.runs() if run.task == "copy" and run.model.name == "lstm1")
+    for name, run_id in (("lstm1-copy-long", lstm1_copy), ("lstm1-copy-elsewhere", "copy-lstm1-h256-other")):
+        experiment = tmp_path / "experiments" / name
+        experiment.mkdir(parents=True)
+        (experiment / "results.json").write_text(json.dumps(dict(
+            task="copy", model="lstm1", run_id=run_id, batches=60000, stop_reason="budget", train_perplexity=90.0,
+            train_coarse=0.5, train_fine=0.5, test_coarse=0.0, test_fine=0.0)))
     readme = write_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest",
                           experiments_dir=tmp_path / "experiments")
     with open(tmp_path / "out" / "table3.csv") as f:
@@ -137,7 +141,8 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert (tmp_path / "out" / "traces" / "copy_stack.png").is_file() and "](traces/copy_stack.png)" in text
     (copy_lstm1,) = [line for line in text.splitlines() if line.startswith("| Sequence copying | 1-layer LSTM |")]
     assert "outside the profile, [60,000 batches](../experiments/lstm1-copy-long/) (budget)" in copy_lstm1
-    assert "outside the profile" not in text.replace(copy_lstm1, "")
+    assert "outside the profile" not in text.replace(copy_lstm1, "") and "lstm1-copy-elsewhere" not in text
+    assert "too short to judge a trend" in copy_lstm1  # 10 batches: one perplexity window, no trend to read
 
 
 def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkpoints(tmp_path):

@@ -135,6 +135,8 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
                  "cross-entropy beyond its noise)" if selected.still_improving
                  else f"flat (last {span} batches not below the {span} before by 1% in perplexity, nor in "
                       "cross-entropy beyond its noise)")
+        if not selected.trend_batches:
+            trend = "too short to judge a trend (fewer than two perplexity windows)"
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
