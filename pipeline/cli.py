@@ -379,13 +379,10 @@ def runs(
         if value not in RUN_STATES:
             _fail(ConfigError(f"--status must be one of {', '.join(RUN_STATES)}; got {value!r}"))
     try:
-        table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True))
+        table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True),
+                          tasks=[t.value for t in task or []], models=[m.value for m in model or []])
     except ConfigError as error:
         _fail(error)
-    if task:
-        table = table[table.task.isin([t.value for t in task])]
-    if model:
-        table = table[table.model.isin([m.value for m in model])]
     if status:
         table = table[table.status.isin(status)]
     if format is RunsFormat.csv:

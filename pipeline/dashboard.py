@@ -36,11 +36,7 @@ def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | 
     from pipeline.runs import list_runs
 
     where = Path(where)
-    table = list_runs(where, runs_root)
-    if tasks:
-        table = table[table.task.isin(tasks)]
-    if models:
-        table = table[table.model.isin(models)]
+    table = list_runs(where, runs_root, tasks=tasks, models=models)
     if where.is_file():
         from pipeline.sweep import load_sweep, sweep_root
 

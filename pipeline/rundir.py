@@ -207,9 +207,10 @@ class RunDir:
                 raise DamagedRun(f"{self.metrics_file}: step {row['step']!r} is not a batch number") from None
         return rows
 
-    def check(self) -> None:
+    def check(self) -> dict | None:
         """Raise :class:`DamagedRun` naming the first file a report or a listing could not trust: results that do
-        not parse, a log that does not, or a finished run whose log stops before its results' batches."""
+        not parse, a log that does not, or a finished run whose log stops before its results' batches. Returns the
+        results (None before the run has finished), read once."""
         results = self.read_results()
         rows = self.read_metrics()
         self.read_failure()
@@ -218,6 +219,7 @@ class RunDir:
             if logged < int(results["batches"]):
                 raise DamagedRun(f"{self.metrics_file}: logs {logged} batches but {RESULTS} reports "
                                  f"{results['batches']}; the log of a finished run was cut or emptied")
+        return results
 
     def state(self, config: RunConfig | None = None) -> str:
         """One of :data:`STATES` (``config``: the budget asked of the run now; None: any budget)."""
@@ -225,8 +227,7 @@ class RunDir:
         from pipeline.training.results import results_cover, stop_reason
 
         try:
-            self.check()
-            results = self.read_results()
+            results = self.check()
         except DamagedRun:
             return "running" if is_locked(self.path) else "damaged"
         if results is not None and results_cover(results, config):

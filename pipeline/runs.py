@@ -43,10 +43,12 @@ def run_row(config: RunConfig, run_dir: Path) -> dict:
     return row
 
 
-def list_runs(where: str | Path, runs_root: Path | None = None, warn=None) -> pd.DataFrame:
+def list_runs(where: str | Path, runs_root: Path | None = None, warn=None, tasks: list[str] | None = None,
+              models: list[str] | None = None) -> pd.DataFrame:
     """Every run of a profile (``where`` a YAML file; runs not started included) or of a folder (every directory
     in it holding a run's config.yaml). A run whose files are damaged is listed as such and ``warn`` is called with a
-    line naming the file; a folder's directory whose config cannot be read is left out, with a warning."""
+    line naming the file; a folder's directory whose config cannot be read is left out, with a warning. ``tasks``,
+    ``models``: only those (none: all)."""
     warn = warn or (lambda line: None)
     where = Path(where)
     if where.is_file():
@@ -69,7 +71,12 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None) -> pd
     for row in rows:
         if row["status"] == "damaged":
             warn(f"damaged run: {RunDir(row['path']).damage()}")
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if tasks:
+        table = table[table.task.isin(tasks)]
+    if models:
+        table = table[table.model.isin(models)]
+    return table
 
 
 # What an archived run keeps: everything the report and the sweep read, except the checkpoints (megabytes each) and

@@ -244,9 +244,9 @@ class Grammar:
         return pairs
 
     def length_sampler(self, max_length: int) -> LengthConditionedSampler:
-        """The inside tables up to ``max_length`` words (built once per grammar and length; they cover shorter
-        windows too, so one table for the longest window serves every split)."""
-        found = self._length_samplers.get(max_length)
+        """The inside tables up to ``max_length`` words, built once per grammar: a table already built for a longer
+        window serves a shorter one (its entries up to ``max_length`` are the same numbers)."""
+        found = next((s for n, s in sorted(self._length_samplers.items()) if n >= max_length), None)
         if found is None:
             found = self._length_samplers[max_length] = LengthConditionedSampler(self, max_length)
         return found
