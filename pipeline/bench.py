@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import subprocess
@@ -283,10 +284,13 @@ def bench_markdown(result: dict, header: str) -> str:
 PHASES = ("forward", "backward", "clipping", "optimiser")
 # What each ATen operator is part of, by name. Matrix products are the LSTM cell's and the signal head's (the input
 # projection of all positions and the weight gradients included); batched products (bmm) are the memory's reads and
-# their adjoints; the traversals (exclusive sums, positive parts, min) are the memory's pops and reads.
+# their adjoints; the traversals (exclusive sums, positive parts, min) are the memory's pops and reads. Where the
+# memory step runs in C (pipeline.memory.native) it is one labelled call per step instead.
+NATIVE_STEP = "memory step (C)"  # the profiler's label for a call into pipeline.memory.native
 OP_GROUPS = (
     ("matrix products (LSTM cell, signal head, readout; oneDNN)", ("mm", "addmm", "linear", "matmul",
                                                                    "_linear_pointwise", "_reorder_linear_weight")),
+    ("the memory step in C (pop, push, read, adjoints)", (NATIVE_STEP,)),
     ("memory reads (bmm)", ("bmm", "baddbmm")),
     ("memory traversals (cumsum, relu, where, sub)", ("cumsum", "relu", "clamp_min", "where", "threshold_backward",
                                                       "le", "minimum", "flip", "sub", "rsub", "neg")),
@@ -309,6 +313,26 @@ def op_group(name: str) -> str:
         if op in ops:
             return group
     return OTHER
+
+
+@contextlib.contextmanager
+def labelled_native_steps(record_function):
+    """While profiling, each call into the C memory step shows as one event (a ctypes call is no ATen operator)."""
+    from pipeline.memory.native import NativeSequence
+
+    plain = NativeSequence.forward, NativeSequence.backward
+
+    def labelled(method):
+        def call(self, *args):
+            with record_function(NATIVE_STEP):
+                return method(self, *args)
+        return call
+
+    NativeSequence.forward, NativeSequence.backward = labelled(plain[0]), labelled(plain[1])
+    try:
+        yield
+    finally:
+        NativeSequence.forward, NativeSequence.backward = plain
 
 
 def profile_batch(name: str, hidden: int = 256, steps: int = 131, batches: int = 5) -> dict:
@@ -334,11 +358,12 @@ def profile_batch(name: str, hidden: int = 256, steps: int = 131, batches: int =
 
     for _ in range(3):
         one_batch()
-    start = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(batches):
-            one_batch()
-    wall_ms = (time.perf_counter() - start) * 1000 / batches
+    with labelled_native_steps(record_function):
+        start = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(batches):
+                one_batch()
+        wall_ms = (time.perf_counter() - start) * 1000 / batches
     table: dict[str, dict[str, float]] = {phase: {} for phase in PHASES}
     phase_ms = dict.fromkeys(PHASES, 0.0)
     for event in prof.events():

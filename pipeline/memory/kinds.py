@@ -58,6 +58,11 @@ class MemoryKind:
         reads' value gradients added to ``g_values``."""
         raise NotImplementedError
 
+    def native_sequence(self, sigs: Tensor, live: Tensor | None, values: Tensor, reads: Tensor):
+        """The C step over one fused sequence (:class:`~pipeline.memory.native.NativeSequence`), or None where
+        this memory has none or it cannot serve these tensors: the fused path then calls :meth:`fused_step`."""
+        return None
+
     # -- traces -------------------------------------------------------------------------------------------------
     def read_weights(self, strengths: Tensor) -> dict[str, Tensor]:
         """How much of each row every read takes (eq. 3 / 5 / 10 / 11), by the end it starts from."""
@@ -104,6 +109,11 @@ class SingleEnded(MemoryKind):
                                                       self.pop_from_top, in_place=True,
                                                       read_from_top=self.read_from_top)
         return g_s, torch.stack([g_d, g_u], dim=1), g_rows[:, t]
+
+    def native_sequence(self, sigs, live, values, reads):
+        from pipeline.memory import native
+
+        return native.NativeSequence(self, sigs, live, values, reads) if native.available(sigs) else None
 
 
 class Stack(SingleEnded):
@@ -152,3 +162,8 @@ class DeQue(MemoryKind):
             g_r[:, :m], g_r[:, m:], g_s, trace, values[:, lo:hi], g_rows, in_place=True)
         g_v = torch.cat([g_rows[:, -1], g_rows[:, 0]], dim=-1)  # (top, bottom)
         return g_s, torch.stack([g_d_top, g_d_bot, g_u_top, g_u_bot], dim=1), g_v
+
+    def native_sequence(self, sigs, live, values, reads):
+        from pipeline.memory import native
+
+        return native.NativeSequence(self, sigs, live, values, reads) if native.available(sigs) else None

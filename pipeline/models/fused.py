@@ -14,7 +14,10 @@ per-operation overhead and by the matrix products, not by the memory's arithmeti
 * the memory is the very step the readable memories take, forwards and backwards
   (:mod:`pipeline.memory.steps`: ``single_ended_step``, ``deque_step`` and their adjoints, eq. 1–18), on one value
   buffer preallocated for the whole sequence; the value rows' gradients are accumulated in a buffer of the same
-  shape, which is safe here because this node owns the entire sequence;
+  shape, which is safe here because this node owns the entire sequence. On a CPU the same step runs in C, one call
+  per step (:mod:`pipeline.memory.native`; tests compare it with the Python step, ties included);
+* ``tanh`` is computed as ``2 sigmoid(2z) - 1`` from weights whose g-gate and v rows are doubled, so that one
+  sigmoid serves each layer (ATen's float32 ``tanh`` costs about three sigmoids on these CPUs);
 * the per-position views of every buffer are made once, before the loops (``unbind``), not by indexing at every
   step; and the loops are written with as few calls per position as the equations allow, since at batch 10 most
   of a call's cost (1–3 µs) is the call itself (``docs/performance.md`` has the breakdown).
@@ -64,9 +67,15 @@ class FusedMemoryLSTM(torch.autograd.Function):
         hx[:L, :, :E] = x.transpose(0, 1)
         hx[0, :, E:-H] = 0.0
         hx[0, :, -H:] = h0
-        x_gates = linear(hx[:L, :, :E].reshape(L * B, E), w_all[:, :E], bias).view(L, B, G)
-        recurrent = PackedWeight(w_all[:, E:], B)  # [r_{t-1}; h_{t-1}] -> the rest of the gate pre-activations
-        signal_head = PackedWeight(w_sig, B, b_sig)  # h_t -> (d, u, v) pre-activations
+        # tanh(z) = 2 sigmoid(2z) - 1, and ATen's float32 tanh costs ~3 sigmoids here: the forward products use the
+        # weights with the rows of the g gate and of v doubled, so one sigmoid serves all four gates, and one d, u
+        # and v; g and v are then 2 sigmoid - 1 in place. Backward uses the weights as they are.
+        w_gates, b_gates, w_signals, b_signals = w_all.clone(), bias.clone(), w_sig.clone(), b_sig.clone()
+        for weight in (w_gates[2 * H : 3 * H], b_gates[2 * H : 3 * H], w_signals[D:], b_signals[D:]):
+            weight.mul_(2)
+        x_gates = linear(hx[:L, :, :E].reshape(L * B, E), w_gates[:, :E], b_gates).view(L, B, G)
+        recurrent = PackedWeight(w_gates[:, E:], B)  # [r_{t-1}; h_{t-1}] -> the rest of the gate pre-activations
+        signal_head = PackedWeight(w_signals, B, b_signals)  # h_t -> (d, u, v) pre-activations
         acts = torch.empty(L, B, G, **like)  # gate activations (i, f, g, o)
         cells = torch.empty(L + 1, B, H, **like)  # c_0 .. c_L
         cells[0] = c0
@@ -79,25 +88,28 @@ class FusedMemoryLSTM(torch.autograd.Function):
         rec_in, reads, outs = hx[:, :, E:].unbind(0), hx[:, :, E : E + R].unbind(0), hx[:, :, E + R :].unbind(0)
         gates = acts.view(L, B, 4, H)
         in_gate, forget_gate, cell_in, out_gate = (gates[:, :, k].unbind(0) for k in range(4))  # per position
-        pre_g = slice(2 * H, 3 * H)
         x_gates, acts_, cells_, tanh_c_ = x_gates.unbind(0), acts.unbind(0), cells.unbind(0), tanh_c.unbind(0)
-        du_, v_ = sigs[:, :, :D].unbind(0), sigs[:, :, D:].unbind(0)
+        sigs_, du_, v_ = sigs.unbind(0), sigs[:, :, :D].unbind(0), sigs[:, :, D:].unbind(0)
         live_ = [None] * L if live is None else live.unsqueeze(-1).unbind(0)
 
+        # The memory's C step where it serves (pipeline.memory.native), else its Python step (pipeline.memory.steps).
+        native = memory.native_sequence(sigs, live, values, hx[1:, :, E : E + R])
         s = x.new_zeros(B, 0)
         for t in range(L):
             # -- LSTM cell (PyTorch's LSTMCell, gates i, f, g, o) --
             z = recurrent(rec_in[t], add=x_gates[t])
             torch.sigmoid(z, out=acts_[t])
-            torch.tanh(z[:, pre_g], out=cell_in[t])
+            cell_in[t].mul_(2).sub_(1)  # tanh of the g gate's own pre-activation
             c = torch.mul(forget_gate[t], cells_[t], out=cells_[t + 1])
             c.addcmul_(in_gate[t], cell_in[t])
             h = torch.mul(out_gate[t], torch.tanh(c, out=tanh_c_[t]), out=outs[t + 1])
 
             # -- signal heads: d, u = sigmoid(.) (times the padding mask), v = tanh(.) --
-            zs = signal_head(h)
-            du = torch.sigmoid(zs[:, :D], out=du_[t])
-            v = torch.tanh(zs[:, D:], out=v_[t])
+            torch.sigmoid(signal_head(h), out=sigs_[t])
+            du, v = du_[t], v_[t].mul_(2).sub_(1)  # v = tanh of its own pre-activation
+            if native is not None:  # reads d, u, v from sigs[t] and writes r_t into hx[t + 1]
+                native.forward(t)
+                continue
             if live_[t] is not None:
                 du = du * live_[t]
             d, u = du[:, :ends], du[:, ends:]
@@ -109,6 +121,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
         ctx.save_for_backward(w_all, w_sig, hx, acts, cells, tanh_c, sigs, values)
         ctx.live = live
         ctx.traces = traces
+        ctx.native = native
         ctx.config = (memory, m)
         return hx[1:, :, E + R :]
 
@@ -151,6 +164,9 @@ class FusedMemoryLSTM(torch.autograd.Function):
         g_c = torch.zeros(B, H, **like)
         g_r = torch.zeros(B, R, **like)  # dL/dr_t from step t+1
         g_s = None  # dL/ds_t from step t+1's pop
+        native = ctx.native
+        if native is not None:
+            native.start_backward(g_values, g_sig_all)
 
         # Per-position views, made once.
         g_z_, gate_coef_ = g_z_all.unbind(0), gate_coef.view(L, B, G).unbind(0)
@@ -160,11 +176,12 @@ class FusedMemoryLSTM(torch.autograd.Function):
 
         for t in range(L - 1, -1, -1):
             # -- memory step t, backwards (appendix A): the same adjoint as the readable memories' --
-            g_s, g_du, g_v = memory.fused_step_backward(g_r, g_s, ctx.traces[t], values, g_values, t, L)
-
-            # -- signal heads --
-            torch.mul(g_du, sig_du_[t], out=g_du_[t])
-            torch.mul(g_v, sig_v_[t], out=g_dv_[t])
+            if native is not None:  # also writes g_sig[t]: the signal heads' gradients, local derivatives included
+                native.backward(t, g_r)
+            else:
+                g_s, g_du, g_v = memory.fused_step_backward(g_r, g_s, ctx.traces[t], values, g_values, t, L)
+                torch.mul(g_du, sig_du_[t], out=g_du_[t])  # -- signal heads --
+                torch.mul(g_v, sig_v_[t], out=g_dv_[t])
             g_h = signal_head_t(g_sig_[t], add=g_h + g_hs_[t])
 
             # -- LSTM cell, backwards --
