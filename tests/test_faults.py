@@ -3,6 +3,7 @@ says what is unfinished; a run that lost its checkpoint refuses to start over si
 any budget ends evaluated; a finished run can be extended; same seed, same metrics file."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,6 +88,20 @@ def test_a_run_that_lost_its_checkpoint_is_refused_unless_restarted(tmp_path):
         train(config, tmp_path / "run", progress=False)
     results = train(config, tmp_path / "run", progress=False, restart=True)
     assert results["batches"] == 20
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_batch_0(tmp_path):
+    """Stopped (SIGTERM) before its first checkpoint was due, a run has a log and no checkpoint: it is interrupted,
+    not lost, and trains from batch 0 to the log an uninterrupted run writes."""
+    config = tiny(max_batches=20, checkpoint_every=50)
+    train(config, tmp_path / "run", progress=False)
+    twin = (tmp_path / "run" / "metrics.csv").read_text()
+    (tmp_path / "run" / "results.json").unlink()
+    shutil.rmtree(tmp_path / "run" / "checkpoints")
+    assert "20" in twin
+    results = train(config, tmp_path / "run", progress=False)
+    assert results["batches"] == 20
+    assert (tmp_path / "run" / "metrics.csv").read_text() == twin
 
 
 def test_a_finished_run_is_extended_by_raising_its_budget(tmp_path):

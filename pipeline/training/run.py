@@ -226,7 +226,7 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
     monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
     last = monitor.last_path if monitor.last_path.exists() else None
     if last is None:
-        refuse_lost_progress(run_dir)
+        refuse_lost_progress(run_dir, config.training.checkpoint_every)
     resume_step = read_checkpoint(last, run_dir)["global_step"] if last else None
 
     L.seed_everything(config.training.seed, workers=True, verbose=False)
@@ -270,10 +270,14 @@ def reopen_run(run_dir: Path) -> None:
     RunDir(run_dir).archive_results()
 
 
-def refuse_lost_progress(run_dir: Path) -> None:
-    """A run that logged batches but has no ``last.ckpt`` would silently start over: say so and stop."""
+def refuse_lost_progress(run_dir: Path, checkpoint_every: int) -> None:
+    """A run that logged batches but has no ``last.ckpt`` would silently start over: say so and stop. Unless it
+    stopped before its first checkpoint was due: then starting again from batch 0 loses what any interruption between
+    two checkpoints loses (a sweep stopped in its first minutes left such runs failed, where they are interrupted)."""
     steps = [int(row["step"]) for row in RunDir(run_dir).read_metrics()]
-    if steps:
+    if steps and max(steps) < checkpoint_every:
+        RunDir(run_dir).clear()
+    elif steps:
         raise ConfigError(f"{run_dir} has logged {max(steps)} batches (metrics.csv) but its checkpoint "
                           f"checkpoints/last.ckpt is missing, so it cannot resume; to train it again from batch 0 "
                           f"(replacing its log), pass --restart (train(..., restart=True))")
