@@ -458,13 +458,15 @@ def study(
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>)."),
     report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
                                                                   "nothing."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
 ) -> None:
     """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
     from pipeline.reports.recipe import write_study_report
     from pipeline.sweep import run_local
 
     config = _load_profile(profile)
-    statuses = [] if report_only else run_local(config, runs_dir, workers=workers, echo=typer.echo)
+    statuses = [] if report_only else run_local(config, runs_dir, workers=workers, retry_failed=retry_failed,
+                                                echo=typer.echo)
     command = f"transduce study {profile}" + (" --report-only" if report_only else "")
     typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=command)}")
     _exit_if_unfinished(statuses)

@@ -137,3 +137,26 @@ def test_a_tiny_study_runs_and_reports(tmp_path, cache_dir, monkeypatch):
     assert "| Stack-LSTM / copy | shared | 0.001 | 0 / 1 (of 1) | 0% |" in text
     assert (tmp_path / "out" / "runs.csv").read_text().count("\n") == 3
     assert to_dict(sweep.runs()[1].model)["target_inputs"] == "shared"
+
+
+def test_a_study_runs_its_failed_runs_again_only_when_asked(tmp_path, cache_dir, monkeypatch):
+    from tiny import tiny_profile
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from pipeline.rundir import RunDir
+    from pipeline.sweep import sweep_status
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    path = tiny_profile(tmp_path, workers=1)
+    sweep, runs = load_sweep(path), tmp_path / "runs"
+    failed = sweep.runs()[1]
+    folder = RunDir(runs / failed.run_id())
+    folder.path.mkdir(parents=True)
+    folder.write_failure({"error": "RuntimeError: made up", "traceback": "", "commit": "", "time": ""})
+    args = ["study", str(path), "--runs-dir", str(runs), "--out", str(tmp_path / "out")]
+    CliRunner().invoke(app, args)
+    assert [s.state for s in sweep_status(sweep, runs)] == ["finished", "failed"]
+    result = CliRunner().invoke(app, [*args, "--retry-failed"])
+    assert result.exit_code == 0, result.output
+    assert [s.state for s in sweep_status(sweep, runs)] == ["finished", "finished"]
