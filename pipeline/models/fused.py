@@ -73,6 +73,7 @@ class FusedMemoryLSTM(torch.autograd.Function):
         w_gates, b_gates, w_signals, b_signals = w_all.clone(), bias.clone(), w_sig.clone(), b_sig.clone()
         for weight in (w_gates[2 * H : 3 * H], b_gates[2 * H : 3 * H], w_signals[D:], b_signals[D:]):
             weight.mul_(2)
+        two, one = torch.full((), 2.0, **like), torch.ones((), **like)  # tensor operands: no scalar wrapped per call
         x_gates = linear(hx[:L, :, :E].reshape(L * B, E), w_gates[:, :E], b_gates).view(L, B, G)
         recurrent = PackedWeight(w_gates[:, E:], B)  # [r_{t-1}; h_{t-1}] -> the rest of the gate pre-activations
         signal_head = PackedWeight(w_signals, B, b_signals)  # h_t -> (d, u, v) pre-activations
@@ -99,14 +100,14 @@ class FusedMemoryLSTM(torch.autograd.Function):
             # -- LSTM cell (PyTorch's LSTMCell, gates i, f, g, o) --
             z = recurrent(rec_in[t], add=x_gates[t])
             torch.sigmoid(z, out=acts_[t])
-            cell_in[t].mul_(2).sub_(1)  # tanh of the g gate's own pre-activation
+            cell_in[t].mul_(two).sub_(one)  # tanh of the g gate's own pre-activation
             c = torch.mul(forget_gate[t], cells_[t], out=cells_[t + 1])
             c.addcmul_(in_gate[t], cell_in[t])
             h = torch.mul(out_gate[t], torch.tanh(c, out=tanh_c_[t]), out=outs[t + 1])
 
             # -- signal heads: d, u = sigmoid(.) (times the padding mask), v = tanh(.) --
             torch.sigmoid(signal_head(h), out=sigs_[t])
-            du, v = du_[t], v_[t].mul_(2).sub_(1)  # v = tanh of its own pre-activation
+            du, v = du_[t], v_[t].mul_(two).sub_(one)  # v = tanh of its own pre-activation
             if native is not None:  # reads d, u, v from sigs[t] and writes r_t into hx[t + 1]
                 native.forward(t)
                 continue
