@@ -183,6 +183,18 @@ class RunDir:
         """``results.json`` (None before the run has finished); :class:`DamagedRun` if it does not parse."""
         return _read_json(self.results_file, required=("batches", "train_perplexity", "train_coarse", "test_coarse"))
 
+    def read_accuracy_by_length(self, split: str) -> list[tuple[int, int, float]]:
+        """(source length, sequences, coarse accuracy) of ``split`` from ``accuracy_by_length.csv``, by length;
+        none before the run has finished (or from a run finished before the file existed)."""
+        if not self.accuracy_file.exists():
+            return []
+        _, rows = read_complete_rows(self.accuracy_file)
+        try:
+            return sorted((int(r["source_length"]), int(r["n"]), float(r["coarse"])) for r in rows
+                          if r["split"] == split)
+        except (KeyError, ValueError) as error:
+            raise DamagedRun(f"{self.accuracy_file}: unreadable ({error})") from None
+
     def read_failure(self) -> str:
         """The first line of the error ``failed.json`` records ('' when there is none)."""
         failure = _read_json(self.failed_file, required=("error",))

@@ -58,6 +58,16 @@ def test_a_plateau_stop_says_when_its_perplexity_was_still_falling():
     assert flat == "perplexity plateaued: stopped at batch 33,500, training perplexity 4.09"
 
 
+def test_the_evidence_says_how_accuracy_holds_as_sentences_grow():
+    from pipeline.reports.table3 import evidence, length_ends
+
+    rows = [(65, 10, 1.0), (66, 30, 0.9), (72, 10, 0.8), (90, 5, 0.5), (121, 4, 0.5), (128, 4, 1.0)]
+    assert length_ends(rows) == "0.90 at 65–72, 0.75 at 121–128"  # weighted by the sequences at each length
+    assert length_ends([]) == ""
+    cell = runs(run(0, 1.01, 0.84, task="svo_sov", model="queue") | {"test_coarse_by_length": length_ends(rows)})
+    assert evidence(cell.iloc[0], cell).endswith("; test coarse by source length 0.90 at 65–72, 0.75 at 121–128")
+
+
 def test_better_needs_none_below_and_some_above():
     paper = dict(train_coarse=0.89, train_fine=0.94, test_coarse=0.00, test_fine=0.22)  # Stack-LSTM on copy
     ours = dict(train_coarse=1.0, train_fine=1.0, test_coarse=0.60, test_fine=0.9)

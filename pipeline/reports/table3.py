@@ -35,7 +35,8 @@ METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
-               "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "run_id", "commit"]
+               "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "test_coarse_by_length",
+               "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -65,13 +66,14 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    still_improving=still_improving(perplexities),
                    # the batches each half of that trend check covers: the report says them, not a fixed 1,000
                    trend_batches=trend_span(len(perplexities)) * run.training.perplexity_every,
-                   run_id=run.run_id(), commit="")
+                   test_coarse_by_length="", run_id=run.run_id(), commit="")
         if status.state in DONE:
             results = RunDir(status.run_dir).read_results()
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
                        train_perplexity=results["train_perplexity"], commit=results.get("commit", ""),
                        **{m: results[m] for m in METRICS})
             row["learned"] = results["train_coarse"] >= LEARNED_COARSE
+            row["test_coarse_by_length"] = length_ends(RunDir(status.run_dir).read_accuracy_by_length("test"))
         rows.append(row)
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
@@ -115,6 +117,21 @@ def still_falling_after_plateau(span: str) -> str:
             "rule's tolerance)")
 
 
+def length_ends(rows: list[tuple[int, int, float]], width: int = 8) -> str:
+    """Coarse accuracy over the shortest and the longest ``width`` source lengths of a split, e.g.
+    "0.96 at 65-72, 0.78 at 121-128": whether a run's accuracy holds as sentences grow ('' without the rows)."""
+    if not rows:
+        return ""
+    lo, hi = rows[0][0], rows[-1][0]
+
+    def mean(first: int, last: int) -> str:
+        inside = [(n, c) for length, n, c in rows if first <= length <= last]
+        total = sum(n for n, _ in inside)
+        return f"{sum(n * c for n, c in inside) / total:.2f} at {first}–{last}" if total else ""
+
+    return f"{mean(lo, lo + width - 1)}, {mean(hi - width + 1, hi)}"
+
+
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
     the run's own log (``trend_batches`` each side: 1,000 for a long run, less for a short one)."""
@@ -140,6 +157,9 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
+    by_length = selected.get("test_coarse_by_length")
+    if isinstance(by_length, str) and by_length:
+        text += f"; test coarse by source length {by_length}"
     return text
 
 
