@@ -58,10 +58,16 @@ class MemoryKind:
         reads' value gradients added to ``g_values``."""
         raise NotImplementedError
 
+    has_native_step: bool = False  # pipeline/memory/native.c implements this memory's step (the Stack, Queue, DeQue)
+
     def native_sequence(self, sigs: Tensor, live: Tensor | None, values: Tensor, reads: Tensor):
         """The C step over one fused sequence (:class:`~pipeline.memory.native.NativeSequence`), or None where
         this memory has none or it cannot serve these tensors: the fused path then calls :meth:`fused_step`."""
-        return None
+        from pipeline.memory import native
+
+        if not (self.has_native_step and native.available(sigs)):
+            return None
+        return native.NativeSequence(self, sigs, live, values, reads)
 
     # -- traces -------------------------------------------------------------------------------------------------
     def read_weights(self, strengths: Tensor) -> dict[str, Tensor]:
@@ -78,6 +84,7 @@ class SingleEnded(MemoryKind):
 
     ends = 1
     push_ends = ("top",)
+    has_native_step = True  # every pop end and read end: native.c takes both as flags
     pop_from_top: bool
     read_from_top: bool
 
@@ -110,11 +117,6 @@ class SingleEnded(MemoryKind):
                                                       read_from_top=self.read_from_top)
         return g_s, torch.stack([g_d, g_u], dim=1), g_rows[:, t]
 
-    def native_sequence(self, sigs, live, values, reads):
-        from pipeline.memory import native
-
-        return native.NativeSequence(self, sigs, live, values, reads) if native.available(sigs) else None
-
 
 class Stack(SingleEnded):
     """§3.1, eq. 1–3: pops and reads from the top."""
@@ -136,6 +138,7 @@ class DeQue(MemoryKind):
     ends = 2
     push_ends = pop_ends = read_ends = ("top", "bottom")
     rows_grow_at_both_ends = True
+    has_native_step = True
 
     def new_memory(self, batch_size: int, width: int, capacity: int | None = None) -> Memory:
         return NeuralDeQue(batch_size, width, capacity=capacity, check_values=False)
@@ -162,8 +165,3 @@ class DeQue(MemoryKind):
             g_r[:, :m], g_r[:, m:], g_s, trace, values[:, lo:hi], g_rows, in_place=True)
         g_v = torch.cat([g_rows[:, -1], g_rows[:, 0]], dim=-1)  # (top, bottom)
         return g_s, torch.stack([g_d_top, g_d_bot, g_u_top, g_u_bot], dim=1), g_v
-
-    def native_sequence(self, sigs, live, values, reads):
-        from pipeline.memory import native
-
-        return native.NativeSequence(self, sigs, live, values, reads) if native.available(sigs) else None
