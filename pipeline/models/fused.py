@@ -147,12 +147,15 @@ class FusedMemoryLSTM(torch.autograd.Function):
         torch.mul(i, 1 - cell_in * cell_in, out=gate_coef[:, :, 2])
         torch.mul(tanh_c, o * (1 - o), out=gate_coef[:, :, 3])
         cell_coef = o * (1 - tanh_c * tanh_c)  # ∂h_t/∂c_t, from h_t = o tanh(c_t)
-        sig_coef = torch.empty_like(sigs)  # d(signal)/d(pre-activation), with the padding mask on d and u
-        p, vv = sigs[..., :D], sigs[..., D:]
-        torch.mul(p, 1 - p, out=sig_coef[..., :D])
-        if live is not None:
-            sig_coef[..., :D] *= live.unsqueeze(-1)
-        torch.mul(vv, vv, out=sig_coef[..., D:]).neg_().add_(1)
+        native = ctx.native  # the C step applies the signals' local derivatives itself
+        if native is None:
+            sig_coef = torch.empty_like(sigs)  # d(signal)/d(pre-activation), with the padding mask on d and u
+            p, vv = sigs[..., :D], sigs[..., D:]
+            torch.mul(p, 1 - p, out=sig_coef[..., :D])
+            if live is not None:
+                sig_coef[..., :D] *= live.unsqueeze(-1)
+            torch.mul(vv, vv, out=sig_coef[..., D:]).neg_().add_(1)
+            sig_du_, sig_v_ = sig_coef[..., :D].unbind(0), sig_coef[..., D:].unbind(0)
 
         # The transposed products of backward: g_[r; h] = g_z · [W_ir | W_hh], g_h += g_sig · W_sig.
         recurrent_t = PackedWeight(w_all[:, E:].t(), B)
@@ -165,14 +168,12 @@ class FusedMemoryLSTM(torch.autograd.Function):
         g_c = torch.zeros(B, H, **like)
         g_r = torch.zeros(B, R, **like)  # dL/dr_t from step t+1
         g_s = None  # dL/ds_t from step t+1's pop
-        native = ctx.native
         if native is not None:
             native.start_backward(g_values, g_sig_all)
 
         # Per-position views, made once.
         g_z_, gate_coef_ = g_z_all.unbind(0), gate_coef.view(L, B, G).unbind(0)
         g_sig_, g_du_, g_dv_ = g_sig_all.unbind(0), g_sig_all[..., :D].unbind(0), g_sig_all[..., D:].unbind(0)
-        sig_du_, sig_v_ = sig_coef[..., :D].unbind(0), sig_coef[..., D:].unbind(0)
         cell_coef_, forget_, g_hs_ = cell_coef.unbind(0), forget.unbind(0), g_hs.unbind(0)
 
         for t in range(L - 1, -1, -1):
