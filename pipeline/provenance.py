@@ -82,7 +82,9 @@ CODE_PATHS = ("pipeline", "configs", "pyproject.toml", "requirements.lock", "Mak
 
 def code_commit() -> str:
     """The last commit that changed the code (:data:`CODE_PATHS`), with ``-dirty`` when those files differ from it;
-    ``unknown`` outside git. A report regenerated from the same runs by the same code names the same commit."""
+    outside git (a copy sent to a cluster or GPU machine without its ``.git``), the commit the sender declares in
+    ``TRANSDUCE_CODE_COMMIT``, marked as declared, else ``unknown``. A report regenerated from the same runs by the
+    same code names the same commit."""
     try:
         head = subprocess.run(["git", "log", "-1", "--format=%H", "--", *CODE_PATHS], cwd=REPO_ROOT,
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -90,7 +92,8 @@ def code_commit() -> str:
                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
         return (head or "unknown") + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        declared = os.environ.get("TRANSDUCE_CODE_COMMIT", "").strip()
+        return f"{declared} (declared; no git here)" if declared else "unknown"
 
 
 def provenance(command: str | None = None, dated: bool = False) -> str:

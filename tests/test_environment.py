@@ -36,3 +36,14 @@ def test_make_venv_installs_from_the_lock_and_reports_name_it():
     assert "-r requirements.lock" in recipe and "--no-deps -e" in recipe
     assert re.fullmatch(r"[0-9a-f]{12}", lock_hash())
     assert f"environment lock `{lock_hash()}`" in provenance("pytest")
+
+
+def test_outside_git_the_commit_is_the_declared_one_marked_as_declared(monkeypatch, tmp_path):
+    """A copy sent to a cluster or GPU machine without its .git: reports name the commit its sender declares."""
+    from pipeline import provenance as prov
+
+    monkeypatch.setattr(prov, "REPO_ROOT", tmp_path)  # no repository here: git fails
+    monkeypatch.delenv("TRANSDUCE_CODE_COMMIT", raising=False)
+    assert prov.code_commit() == "unknown"
+    monkeypatch.setenv("TRANSDUCE_CODE_COMMIT", "abc123")
+    assert prov.code_commit() == "abc123 (declared; no git here)"
