@@ -262,16 +262,30 @@ def display_name(model: str) -> str:
 
 def bench_markdown(result: dict, header: str) -> str:
     m = result["machine"]
+    on_gpu = m.get("device") == "cuda"
+    where = f"on {m['gpu']}, " if on_gpu else ""
+    peak = ("Peak memory: the peak of allocated GPU memory over two training batches, above what the model holds."
+            if on_gpu else "Peak memory: growth of the peak resident set over two training batches, in a fresh "
+                           "process.")
     lines = ["# Benchmark: training speed and memory", "", header, "",
-             f"One process, one torch thread (torch {m['torch']}, {m['cpu']}), batch {BATCH}, "
+             f"One process, {where}one torch thread (torch {m['torch']}, {m['cpu']}), batch {BATCH}, "
              f"median of {result['rounds']} rounds; "
              f"the yardstick `nn.LSTM` is a plain one-layer torch.nn.LSTM (embedding, LSTM, linear output) of the "
-             f"same hidden size, timed in the same rounds. Peak memory: growth of the peak resident set over two "
-             f"training batches, in a fresh process. Total time {result['seconds']:.0f} s.", "",
-             "## Targets", "", "| target | limit | measured | met |", "|---|---|---|---|"]
-    for c in result["targets"]:
-        lines.append(f"| {c['what']} | {c['limit']:g} | {c['measured']:g} | {'yes' if c['met'] else '**no**'} |")
-    lines += ["", "## Training batch", "", "| model | hidden | steps | ms / batch | ratio to nn.LSTM | peak MB |",
+             f"same hidden size, timed in the same rounds. {peak} Total time {result['seconds']:.0f} s.", ""]
+    if on_gpu:
+        # The targets are the CPU's (issue 26): on a GPU the yardstick is one cuDNN kernel per layer while a memory
+        # model launches its step's kernels position by position, so the same ratios measure something else.
+        lines += ["## Targets", "", "The speed and memory targets are set for the CPU (`make bench`) and not judged "
+                  "here: on a GPU, `nn.LSTM` runs a whole sequence in cuDNN while a memory model's step is dozens of "
+                  "small kernel launches a position (the C memory step is CPU-only). docs/performance.md reads these "
+                  "numbers.", ""]
+    else:
+        lines += ["## Targets", "", "| target | limit | measured | met |", "|---|---|---|---|"]
+        for c in result["targets"]:
+            lines.append(f"| {c['what']} | {c['limit']:g} | {c['measured']:g} | "
+                         f"{'yes' if c['met'] else '**no**'} |")
+        lines.append("")
+    lines += ["## Training batch", "", "| model | hidden | steps | ms / batch | ratio to nn.LSTM | peak MB |",
               "|---|---|---|---|---|---|"]
     for r in result["measurements"]:
         name = display_name(r["model"])

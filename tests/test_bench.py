@@ -34,6 +34,12 @@ def test_targets_are_checked_against_the_same_runs_yardstick():
                            "rounds": 7, "machine": {"cpu": "x", "torch": "2", "cuda": False}}, "Made by test.")
     assert "| Stack-LSTM at 131 steps, hidden 512: time / nn.LSTM | 2 | 2.2 | **no** |" in text
 
+    gpu = bench_markdown({"measurements": [], "evaluation": [], "targets": list(checks.values()), "seconds": 1.0,
+                          "rounds": 7, "machine": {"cpu": "x", "torch": "2", "cuda": True, "device": "cuda",
+                                                   "gpu": "NVIDIA H200"}}, "Made by test.")
+    assert "**no**" not in gpu and "not judged here" in gpu  # the CPU's targets, not the GPU's
+    assert "on NVIDIA H200" in gpu and "allocated GPU memory" in gpu and "resident set" not in gpu
+
 
 def test_peak_memory_is_measured_in_a_fresh_process():
     assert 0 <= peak_memory_mb("lstm1", 16, 7) < 100
