@@ -18,16 +18,24 @@ def pair_of_models(name, hidden=12, width=6):
     return ref, fused
 
 
+# On CUDA the fused path runs the Python memory steps (native.c is CPU-only): the same equivalence, marked `cuda`.
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device visible to torch")])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("padded", [False, True])
 @pytest.mark.parametrize("name", ["stack", "queue", "deque"])
-def test_fused_equals_reference_outputs_and_every_parameter_gradient(name, padded):
-    ref, fused = pair_of_models(name)
+def test_fused_equals_reference_outputs_and_every_parameter_gradient(name, padded, device):
+    ref, fused = (model.to(device) for model in pair_of_models(name))
     gen = torch.Generator().manual_seed(2)
     inputs = torch.randint(1, 11, (4, 13), generator=gen)
     lengths = torch.tensor([13, 9, 5, 13]) if padded else None
     if padded:
         inputs[torch.arange(13).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
-    weights = torch.randn(4, 13, 7, generator=gen, dtype=torch.float64)
+        lengths = lengths.to(device)
+    inputs = inputs.to(device)
+    weights = torch.randn(4, 13, 7, generator=gen, dtype=torch.float64).to(device)
     results = []
     for model in (ref, fused):
         model.zero_grad()
