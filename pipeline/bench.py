@@ -220,7 +220,7 @@ def run_benchmark(rounds: int = DEFAULT_ROUNDS, out_dir: Path | None = None, ech
     result = {
         "measurements": [asdict(r) for r in rows],
         "evaluation": evaluation,
-        "targets": check_targets(rows),
+        "targets": check_targets(rows) if device == "cpu" else [],  # set for the CPU; see bench_markdown
         "machine": {"cpu": machine(), "torch": torch.__version__, "threads": 1,
                     "cuda": torch.cuda.is_available(), "device": device,
                     "gpu": torch.cuda.get_device_name(0) if device == "cuda" else None},

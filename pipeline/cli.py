@@ -495,7 +495,7 @@ def bench(
         result = run_benchmark(rounds, out, echo=typer.echo, command=command, device=device)
     except ValueError as error:
         _fail(error)
-    for check in result["targets"] if device == "cpu" else ():  # the targets are the CPU's (bench_markdown)
+    for check in result["targets"]:
         typer.echo(f"{'met' if check['met'] else 'NOT MET'}: {check['what']} = {check['measured']:g} "
                    f"(limit {check['limit']:g})")
 

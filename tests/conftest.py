@@ -9,3 +9,13 @@ torch.set_num_threads(1)
 def cache_dir(tmp_path_factory):
     """A private evaluation-set cache shared by the tests of one session (generated on first use per task)."""
     return tmp_path_factory.mktemp("data_cache")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` skip where torch sees no CUDA device (this project's CPU machines and CI)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device visible to torch")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)

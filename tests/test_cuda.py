@@ -7,8 +7,7 @@ import torch
 from pipeline.config import ModelConfig, RunConfig, from_dict
 from pipeline.models import build_model
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")]
+pytestmark = pytest.mark.cuda  # skipped without a GPU (conftest.py)
 
 
 @pytest.fixture(autouse=True)
