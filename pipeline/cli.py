@@ -258,11 +258,19 @@ def sweep(
                                           callback=_at_least(1),
                                           help="SLURM: runs of the array running at once."),
     wait: bool = typer.Option(False, "--wait", help="SLURM: wait for the jobs to finish."),
+    only: list[str] = typer.Option([], "--only", metavar="PATTERN",
+                                   help="Run only the runs whose ids match this shell-style pattern (repeatable), "
+                                        "e.g. '*-lstm[48]-*' to send the deep LSTMs to a GPU machine."),
 ) -> None:
     """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
     from pipeline.sweep import default_workers, run_local, submit_slurm, summary, sweep_status
+    from pipeline.sweep.grid import check_only
 
     config = _load_profile(profile)
+    try:
+        check_only(config, only)
+    except ConfigError as error:
+        _fail(error)
     if status:
         statuses = sweep_status(config, runs_dir)
         for s in statuses:
@@ -272,10 +280,11 @@ def sweep(
         return
     if executor is Executor.slurm:
         submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
-                     array_parallelism=array_parallelism, wait=wait, echo=typer.echo, retry_pruned=retry_pruned)
+                     array_parallelism=array_parallelism, wait=wait, echo=typer.echo, retry_pruned=retry_pruned,
+                     only=only)
     else:
         _exit_if_unfinished(run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo,
-                                      retry_pruned=retry_pruned))
+                                      retry_pruned=retry_pruned, only=only), only)
 
 
 def _warn_damaged(run_dirs) -> None:
@@ -284,12 +293,13 @@ def _warn_damaged(run_dirs) -> None:
         typer.echo(f"Warning: damaged run: {RunDir(run_dir).damage()}", err=True)
 
 
-def _exit_if_unfinished(statuses) -> None:
-    """A sweep succeeds only when every run of its grid is finished; otherwise it says which and why, and exits 1
-    (so that `make reproduce` does too)."""
+def _exit_if_unfinished(statuses, only=()) -> None:
+    """A sweep succeeds only when every run of its grid (or of its ``--only`` selection) is finished; otherwise it
+    says which and why, and exits 1 (so that `make reproduce` does too)."""
     from pipeline.sweep import unfinished
+    from pipeline.sweep.grid import selected
 
-    lines = unfinished(statuses)
+    lines = unfinished([s for s in statuses if selected(s.run_dir.name, only)])
     if lines:
         typer.echo(f"{len(lines)} run(s) of the grid are not finished:", err=True)
         for line in lines:

@@ -58,8 +58,9 @@ def workers_sharing() -> int:
         return 1
 
 
-def machine() -> str:
-    """'<CPU model>, <n> usable cores': where a run's seconds were measured."""
+def machine(device=None) -> str:
+    """'<CPU model>, <n> usable cores' (and ', GPU <name>' where ``device`` is a CUDA device): where a run's seconds
+    were measured."""
     model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -68,7 +69,12 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{model}, {usable_cores()} usable cores"
+    where = f"{model}, {usable_cores()} usable cores"
+    if getattr(device, "type", device) == "cuda":
+        import torch
+
+        where += f", GPU {torch.cuda.get_device_name(device)}"
+    return where
 
 
 def current_command() -> str:

@@ -27,6 +27,8 @@ def test_a_run_trains_and_evaluates_on_the_gpu(tmp_path, name):
                                    "tracking": {"wandb": "off"}})
     results = train(config, tmp_path / "run", progress=False, accelerator="cuda")
     assert results["batches"] == 20 and 0 <= results["test_fine"] <= 1
+    # the run says it trained on the GPU, and under which torch (installed apart from requirements.lock)
+    assert f", GPU {torch.cuda.get_device_name()}" in results["machine"] and results["torch"] == torch.__version__
     again = evaluate_run(tmp_path / "run", splits=("test",))
     assert again["test"]["n"] == 1000
 

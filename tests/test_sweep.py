@@ -229,3 +229,20 @@ def test_slurm_route_through_submitit_executes_the_same_runs(tmp_path):
     assert len(jobs) == 2 and [job.result() for job in jobs] == ["finished", "finished"]
     assert all(s.state == "finished" for s in sweep_status(sweep, tmp_path / "runs"))
     assert submit_slurm(sweep, tmp_path / "runs", cluster="local", echo=lambda _: None) == []  # nothing left
+
+
+def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(tmp_path):
+    """`--only` splits a grid between machines (its deep LSTMs on a GPU): the selected runs train, the others are left
+    alone, and the sweep succeeds when the selected ones are finished; a pattern matching no run id is refused before
+    anything is written."""
+    path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
+    runs = tmp_path / "runs"
+    typo = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs),
+                           "--only", "*-lstm9-*"], capture_output=True, text=True)
+    assert typo.returncode == 2 and "--only '*-lstm9-*' matches none of the 2 run ids" in " ".join(typo.stderr.split())
+    assert not runs.exists()
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs),
+                             "--only", "*-lstm1-*", "--workers", "1"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    states = {s.config.model.name: s.state for s in sweep_status(load_sweep(path), runs)}
+    assert states == {"lstm1": "finished", "stack": "pending"}

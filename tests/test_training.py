@@ -42,6 +42,8 @@ def test_every_model_learns_on_the_real_training_loop(model, tmp_path, cache_dir
     assert results["batches"] == 40 and results["selected_step"] in (20, 40)
     for key in ("train_coarse", "train_fine", "test_coarse", "test_fine", "long_coarse", "long_fine"):
         assert 0.0 <= results[key] <= 1.0
+    assert results["torch"] == torch.__version__ and "usable cores" in results["machine"]
+    assert "GPU" not in results["machine"]  # trained on the CPU (tests/test_cuda.py: a GPU run names its GPU)
     assert (run_dir / "checkpoints" / "best.ckpt").is_file() and (run_dir / "accuracy_by_length.csv").is_file()
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved == to_dict(tiny_config(model))

@@ -180,24 +180,41 @@ def _commits_line(selected: pd.DataFrame) -> str:
 
 
 def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
-    """What the finished runs cost: training and evaluation seconds (summed over restarts), one thread each."""
+    """What the finished runs cost: training and evaluation seconds (summed over restarts), one thread each, per
+    machine they recorded (a grid split between machines, a GPU's rows say so)."""
     if finished.empty:
         return ""
-    seconds = float((finished["train_seconds"] + finished["eval_seconds"]).sum())
-    # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
-    recorded = finished["workers"].dropna() if "workers" in finished else pd.Series(dtype=float)
-    workers = int(recorded.mode().iloc[0]) if not recorded.empty else default_workers(sweep)
-    machines = finished["machine"].dropna() if "machine" in finished else pd.Series(dtype=str)
-    where = f" on {machines.mode().iloc[0]}" if not machines.empty else " (machine not recorded)"
+    finished = finished.assign(
+        seconds=finished["train_seconds"] + finished["eval_seconds"],
+        # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
+        workers=finished["workers"] if "workers" in finished else float("nan"),
+        machine=finished["machine"].fillna("") if "machine" in finished else "")
+    finished["workers"] = finished["workers"].fillna(default_workers(sweep)).astype(int)
+    groups = []  # (hours, runs, workers, where), the largest share first
+    for where, runs in finished.groupby("machine", sort=False):
+        hours = float(runs["seconds"].sum()) / 3600
+        groups.append((hours, len(runs), int(runs["workers"].mode().iloc[0]), where))
+    groups.sort(key=lambda g: -g[0])
+    place = lambda where: f" on {where}" if where else " (machine not recorded)"  # noqa: E731
+    total = sum(g[0] for g in groups)
+    wall = sum(hours / workers for hours, _, workers, _ in groups)
+    line = (f"Compute: {total:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, training and "
+            f"evaluation), about {wall:.1f} h of wall time with ")
+    if len(groups) == 1:
+        line += f"{groups[0][2]} worker(s){place(groups[0][3])}."
+    else:
+        line += "; ".join(f"{hours:.1f} CPU-hours over {n} run{'' if n == 1 else 's'} with {workers} worker(s)"
+                          f"{place(where)}" for hours, n, workers, where in groups) + "."
     # The hours depend on the machine as much as on the profile: the training speed per architecture lets a reader
-    # scale them to theirs (docs/performance.md has the speeds measured by `make bench`).
-    per_batch = (1000 * finished["train_seconds"] / finished["batches"].clip(lower=1)).groupby(finished["model"])
+    # scale them to theirs (docs/performance.md has the speeds measured by `make bench`). Only the machine that did
+    # most of the work: a GPU's speeds beside a CPU's would mislead.
+    _, _, workers, where = groups[0]
+    main = finished[finished["machine"] == where]
+    per_batch = (1000 * main["train_seconds"] / main["batches"].clip(lower=1)).groupby(main["model"])
     medians = per_batch.median()
     speeds = ", ".join(f"{DISPLAY_NAMES[model]} {medians[model]:.0f}" for model in MODELS if model in medians)
-    return (f"Compute: {seconds / 3600:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, "
-            f"training and evaluation), about {seconds / 3600 / workers:.1f} h of wall time with "
-            f"{workers} worker(s){where}. Training speed on this machine, median ms a batch with {workers} run(s) "
-            f"side by side: {speeds}.")
+    return line + (f" Training speed {'on this machine' if len(groups) == 1 else 'on ' + (where or 'the first')}, "
+                   f"median ms a batch with {workers} run(s) side by side: {speeds}.")
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results

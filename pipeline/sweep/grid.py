@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.config import SweepConfig, load_yaml
+from pipeline.config import ConfigError, SweepConfig, load_yaml
 from pipeline.rundir import RunDir
 from pipeline.sweep.status import sweep_root, sweep_status
 
@@ -22,18 +24,41 @@ def default_workers(sweep: SweepConfig) -> int:
     return sweep.workers or usable_cores()
 
 
-def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retry_pruned: bool = False) -> list[Path]:
+def check_only(sweep: SweepConfig, only: Sequence[str]) -> None:
+    """Refuse an ``--only`` pattern that selects none of the grid's runs (a typo would otherwise run nothing and
+    look done)."""
+    ids = [run.run_id() for run in sweep.runs()]
+    for pattern in only:
+        if not any(fnmatch.fnmatchcase(run_id, pattern) for run_id in ids):
+            raise ConfigError(f"--only {pattern!r} matches none of the {len(ids)} run ids of profile "
+                              f"{sweep.name!r} (shell-style patterns on ids such as {ids[0]!r}; `transduce sweep "
+                              f"PROFILE --status` lists them)")
+
+
+def selected(run_id: str, only: Sequence[str]) -> bool:
+    """Whether ``--only`` (none: every run) selects a run: one of the patterns matches its id."""
+    return not only or any(fnmatch.fnmatchcase(run_id, pattern) for pattern in only)
+
+
+def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retry_pruned: bool = False,
+            only: Sequence[str] = ()) -> list[Path]:
     """Fill the evaluation-set cache for the grid's tasks (once, here, rather than in every worker), write every
     run's config.yaml (checking a directory is not another config's; a raised budget is recorded, and the run
-    extended) and list the runs to execute (``retry_pruned``: pruned runs are reopened and continue)."""
+    extended) and list the runs to execute (``retry_pruned``: pruned runs are reopened and continue; ``only``:
+    shell-style patterns on run ids, the runs matching none are left alone, so a grid can be split between
+    machines, its deep LSTMs on a GPU say)."""
     from pipeline.data.cache import generate_eval_sets
     from pipeline.training.run import claim_run_directory, reopen_run
 
-    for task, reading in sorted({(run.task, run.length_distribution) for run in sweep.runs()}):
+    check_only(sweep, only)
+    for task, reading in sorted({(run.task, run.length_distribution) for run in sweep.runs()
+                                 if selected(run.run_id(), only)}):
         generate_eval_sets([task], length_distributions=[reading])
     adopt_renamed_runs(sweep, runs_root)
     todo = []
     for status in sweep_status(sweep, runs_root):
+        if not selected(status.run_dir.name, only):
+            continue
         if status.state != "running":  # a running run's worker owns its config until it ends
             claim_run_directory(status.config, status.run_dir)
         if status.state == "pruned" and retry_pruned:

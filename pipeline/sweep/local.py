@@ -20,10 +20,11 @@ from pipeline.sweep.status import RunStatus, run_status, summary, sweep_root, sw
 
 def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | None = None,
               retry_failed: bool = False, echo=print, poll_seconds: float = 1.0,
-              report_every: float = 60.0, retry_pruned: bool = False) -> list[RunStatus]:
-    """Execute the sweep on this machine, ``workers`` runs at a time. Returns the final status of every run."""
+              report_every: float = 60.0, retry_pruned: bool = False, only=()) -> list[RunStatus]:
+    """Execute the sweep on this machine, ``workers`` runs at a time (``only``: the runs whose ids match one of these
+    shell-style patterns). Returns the final status of every run."""
     workers = workers or default_workers(sweep)
-    todo = prepare(sweep, runs_root, retry_failed, retry_pruned)
+    todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
     configs = {sweep_root(sweep, runs_root) / run.run_id(): run for run in sweep.runs()}
     echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
          f"in {sweep_root(sweep, runs_root)}")

@@ -29,12 +29,13 @@ class SubmititRun:
 
 def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed: bool = False,
                  partition: str | None = None, time_min: int | None = None, array_parallelism: int | None = None,
-                 cluster: str = "slurm", wait: bool = False, echo=print, retry_pruned: bool = False) -> list:
+                 cluster: str = "slurm", wait: bool = False, echo=print, retry_pruned: bool = False,
+                 only=()) -> list:
     """Submit every unfinished run as one SLURM job array (``cluster='local'`` runs the same jobs through
     submitit's local executor, which is how the route is tested without a cluster). Returns the jobs."""
     import submitit
 
-    todo = prepare(sweep, runs_root, retry_failed, retry_pruned)
+    todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
     root = sweep_root(sweep, runs_root)
     if not todo:
         echo(f"sweep {sweep.name}: nothing to submit; " + summary(sweep_status(sweep, runs_root), 1))

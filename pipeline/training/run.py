@@ -319,7 +319,8 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
         "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
         "lock": lock_hash(),  # the environment that finished it (requirements.lock)
-        "machine": machine(),  # where its seconds were measured, and beside how many other runs
+        "machine": machine(next(module.parameters()).device),  # where its seconds were measured, beside how many
+        "torch": torch.__version__,  # requirements.lock pins everything else; torch is installed apart (its build)
         "workers": workers_sharing(),
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
