@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import ConfigError, RunConfig
-from pipeline.files import current_umask
+from pipeline.files import atomic_write_bytes, current_umask
 from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, RunDir
 from pipeline.sweep.status import run_state
 from pipeline.training.results import last_logged, logged_rows
@@ -127,8 +127,9 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
 
 def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None) -> list[str]:
     """Copy the archived runs of ``profile`` found in ``source`` into its runs folder, where the sweep counts them
-    as finished and the report reads them. Never overwrites: a run the folder already holds is left alone. Returns
-    the run ids restored."""
+    as finished and the report reads them. Never overwrites a run that has begun: a folder that holds only its
+    config (a pending run a sweep prepared; the rest of a grid split between machines, say) takes the archived run,
+    under its lock, results last; any other is left alone. Returns the run ids restored."""
     from pipeline.sweep import load_sweep, sweep_root
 
     sweep = load_sweep(profile)
@@ -136,7 +137,11 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
     restored = []
     for run in sweep.runs():
         archived, target = Path(source) / run.run_id(), root / run.run_id()
-        if not RunDir(archived).results_file.is_file() or target.exists():
+        if not RunDir(archived).results_file.is_file():
+            continue
+        if target.exists():
+            if run_state(target, run) == "pending" and _fill_pending(archived, target):
+                restored.append(target.name)
             continue
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
@@ -145,3 +150,19 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
         staging.rmdir()
         restored.append(target.name)
     return restored
+
+
+def _fill_pending(archived: Path, target: Path) -> bool:
+    """Copy an archived run into the folder of the same run not yet begun (config.yaml alone), holding its lock so no
+    worker starts it meanwhile; ``results.json``, which makes it finished, comes last. False if it began after all
+    (logged a batch, or a worker holds it)."""
+    from pipeline.sweep.locks import run_lock
+
+    with run_lock(target) as lock:
+        if not lock or RunDir(target).metrics_file.exists() or RunDir(target).results_file.exists():
+            return False
+        results = RunDir(archived).results_file
+        shutil.copytree(archived, target, dirs_exist_ok=True, ignore=lambda folder, names:
+                        [results.name] if Path(folder) == archived else [])
+        atomic_write_bytes(RunDir(target).results_file, results.read_bytes())
+    return True

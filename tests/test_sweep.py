@@ -246,3 +246,27 @@ def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(t
     assert result.returncode == 0, result.stderr
     states = {s.config.model.name: s.state for s in sweep_status(load_sweep(path), runs)}
     assert states == {"lstm1": "finished", "stack": "pending"}
+
+
+def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_first(tmp_path):
+    """Machine A prepared the whole grid (every run folder holds its config) and trains the Stack; machine B trains
+    only the LSTM (`--only`) and archives it. Restored on A, the LSTM's archive fills its pending folder, results
+    last; a folder whose run has begun is never written into."""
+    from pipeline.runs import archive_runs, restore_runs
+    from pipeline.sweep.grid import prepare
+
+    path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
+    sweep = load_sweep(path)
+    here, there, archive = tmp_path / "here", tmp_path / "there", tmp_path / "archive"
+    prepare(sweep, here, retry_failed=False)
+    assert {s.state for s in sweep_status(sweep, here)} == {"pending"}
+    run_local(sweep, there, only=["*-lstm1-*"], echo=lambda _: None)
+    archive_runs(path, archive, there)
+    lstm = next(r.run_id() for r in sweep.runs() if r.model.name == "lstm1")
+    (here / lstm / "metrics.csv").write_text("step\n")  # begun here meanwhile: left alone
+    assert restore_runs(path, archive, here) == []
+    (here / lstm / "metrics.csv").unlink()
+    assert restore_runs(path, archive, here) == [lstm]
+    states = {s.config.model.name: s.state for s in sweep_status(sweep, here)}
+    assert states == {"lstm1": "finished", "stack": "pending"}
+    assert (here / lstm / "results.json").read_text() == (there / lstm / "results.json").read_text()
