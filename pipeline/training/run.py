@@ -240,7 +240,9 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
     if trainer.interrupted:  # stopped from outside (Ctrl-C): the run is unfinished and resumes next time
         raise RunStopped(run_dir, trainer.global_step, "an interrupt", 128 + signal.SIGINT)
 
-    results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir, commits)
+    # the device it trained on (Lightning hands the module back on the CPU when fit ends)
+    results = final_results(module, monitor, trainer.global_step, eval_sets, run_dir, commits,
+                            trainer.strategy.root_device)
     atomic_write_text(RunDir(run_dir).results_file, json.dumps(results, indent=2) + "\n")
     if config.tracking.wandb != "off":
         from pipeline.training.tracking import log_final_results
@@ -290,7 +292,7 @@ def record_commit(run_dir: Path) -> list[str]:
 
 
 def final_results(module: TransductionModule, monitor: TrainingMonitor, batches: int, eval_sets: dict,
-                  run_dir: Path, commits: list[str]) -> dict:
+                  run_dir: Path, commits: list[str], trained_on: torch.device | None = None) -> dict:
     """Evaluate the selected checkpoint on the cached sets and describe the run."""
     if monitor.best_path.exists():
         module.load_state_dict(read_checkpoint(monitor.best_path, run_dir)["state_dict"])
@@ -319,7 +321,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
         "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
         "lock": lock_hash(),  # the environment that finished it (requirements.lock)
-        "machine": machine(next(module.parameters()).device),  # where its seconds were measured, beside how many
+        "machine": machine(trained_on),  # where its seconds were measured (its GPU, if any), beside how many
         "torch": torch.__version__,  # requirements.lock pins everything else; torch is installed apart (its build)
         "workers": workers_sharing(),
         "command": current_command(),
