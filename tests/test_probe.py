@@ -387,7 +387,7 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     gpu = pd.DataFrame([dict(model="lstm8", batches=100, train_seconds=1800.0, eval_seconds=0.0, workers=6,
                              machine="Other CPU, 16 usable cores, GPU H200")])
     line = _compute_line(pd.concat([runs, gpu]), sweep)
-    assert "2.5 CPU-hours over the 3 finished runs" in line and "about 0.6 h of wall time" in line
+    assert "2.5 CPU-hours over the 3 finished runs" in line and "about 0.6 h of wall time: 2.0 CPU-hours" in line
     assert ("2.0 CPU-hours over 2 runs with 4 worker(s) on Some CPU, 4 usable cores; 0.5 CPU-hours over 1 run with "
             "6 worker(s) on Other CPU, 16 usable cores, GPU H200.") in line
     assert "Training speed on Some CPU, 4 usable cores" in line and "8-layer" not in line

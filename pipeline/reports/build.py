@@ -199,11 +199,11 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     total = sum(g[0] for g in groups)
     wall = sum(hours / workers for hours, _, workers, _ in groups)
     line = (f"Compute: {total:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, training and "
-            f"evaluation), about {wall:.1f} h of wall time with ")
+            f"evaluation), about {wall:.1f} h of wall time")
     if len(groups) == 1:
-        line += f"{groups[0][2]} worker(s){place(groups[0][3])}."
+        line += f" with {groups[0][2]} worker(s){place(groups[0][3])}."
     else:
-        line += "; ".join(f"{hours:.1f} CPU-hours over {n} run{'' if n == 1 else 's'} with {workers} worker(s)"
+        line += ": " + "; ".join(f"{hours:.1f} CPU-hours over {n} run{'' if n == 1 else 's'} with {workers} worker(s)"
                           f"{place(where)}" for hours, n, workers, where in groups) + "."
     # The hours depend on the machine as much as on the profile: the training speed per architecture lets a reader
     # scale them to theirs (docs/performance.md has the speeds measured by `make bench`). Only the machine that did
