@@ -58,6 +58,20 @@ def test_a_plateau_stop_says_when_its_perplexity_was_still_falling():
     assert flat == "perplexity plateaued: stopped at batch 33,500, training perplexity 4.09"
 
 
+def test_a_run_stopped_on_its_starting_plateau_is_not_called_a_solution():
+    """A deep LSTM has no pruning: the plateau rule (or its cap) can stop it before it left the perplexity it started
+    at, near the uniform guess. Its evidence says so; a run that fell far below its start does not get the phrase."""
+    from pipeline.reports.table3 import evidence
+
+    stuck = runs(run(0, 117.8, 0.0, model="lstm4", task="copy", stop="plateau", train=0.0, batches=4000)
+                 | {"start_perplexity": 127.3})
+    assert "still near its first window's 127.3: it never left the starting plateau" in evidence(stuck.iloc[0], stuck)
+    learning = stuck.assign(train_perplexity=4.09)
+    assert "starting plateau" not in evidence(learning.iloc[0], learning)
+    converged = stuck.assign(stop_reason="converged")  # only the plateau rule and the cap stop a run there
+    assert "starting plateau" not in evidence(converged.iloc[0], converged)
+
+
 def test_the_evidence_says_how_accuracy_holds_as_sentences_grow():
     from pipeline.reports.table3 import evidence, length_ends
 

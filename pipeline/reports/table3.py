@@ -36,7 +36,7 @@ TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "test_coarse_by_length",
-               "run_id", "commit"]
+               "start_perplexity", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -66,7 +66,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    still_improving=still_improving(perplexities),
                    # the batches each half of that trend check covers: the report says them, not a fixed 1,000
                    trend_batches=trend_span(len(perplexities)) * run.training.perplexity_every,
-                   test_coarse_by_length="", run_id=run.run_id(), commit="")
+                   test_coarse_by_length="", run_id=run.run_id(), commit="",
+                   # its first window's training perplexity: near the uniform guess over the output symbols
+                   start_perplexity=perplexities[0] if perplexities else math.nan)
         if status.state in DONE:
             results = RunDir(status.run_dir).read_results()
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
@@ -132,6 +134,12 @@ def length_ends(rows: list[tuple[int, int, float]], width: int = 8) -> str:
     return f"{mean(lo, lo + width - 1)}, {mean(hi - width + 1, hi)}"
 
 
+# A run whose training perplexity is still above this fraction of its first window's has not left the plateau it
+# started on (near the uniform guess): the pruning rule's criterion (pipeline/training/stopping.py, prune_ratio), said
+# in the evidence of a selected run that the plateau rule or its cap stopped there (a deep LSTM has no pruning).
+AT_START = 0.9
+
+
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
     the run's own log (``trend_batches`` each side: 1,000 for a long run, less for a short one)."""
@@ -155,6 +163,10 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         if not selected.trend_batches:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
+    start = selected.get("start_perplexity", math.nan)
+    if stop in ("plateau", "budget") and selected.train_perplexity > AT_START * start:
+        text += (f" — still near its first window's {start:.4g}: it never left the starting "
+                 "plateau, so it stopped before it learned anything, not at a solution")
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
     by_length = selected.get("test_coarse_by_length")
