@@ -132,13 +132,22 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
         f"{100 * i},{100 - i}\n" for i in range(1, 236)))  # falling to the end: still improving
     later = continuation(folder)
     assert later["still_improving"] and later["stop_reason"] == "plateau"
+    run_dir = tmp_path / "runs" / "copy-stack-0.001-s0"  # the profile's run: its log is the first 8,000 batches'
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.csv").write_text("step,train/perplexity\n" + "".join(
+        f"{100 * i},{100 - i}\n" for i in range(1, 81)))
     other = tmp_path / "another-run"
     other.mkdir()
     (other / "results.json").write_text(json.dumps(dict(results, run_id="copy-stack-0.001-s9")))
-    found = continuations_of({("copy", "stack"): [(folder, results), (other, {**results, "run_id": "s9"})],
+    retrained = tmp_path / "the-same-config-trained-again"  # same run id, another path (older code, say)
+    retrained.mkdir()
+    (retrained / "metrics.csv").write_text((folder / "metrics.csv").read_text().replace("\n500,95\n", "\n500,94\n"))
+    found = continuations_of({("copy", "stack"): [(folder, results), (other, {**results, "run_id": "s9"}),
+                                                  (retrained, {**results, "batches": 40000})],
                               ("svo_sov", "lstm1"): [(tmp_path / "no-run-id", {"batches": 60000})]},
-                             set(capped.run_id))
-    assert list(found) == ["copy-stack-0.001-s0"]  # only continuations of the profile's own runs
+                             {"copy-stack-0.001-s0": run_dir})
+    # only continuations of the profile's own runs, and only those whose log holds the run's own
+    assert list(found) == ["copy-stack-0.001-s0"] and found["copy-stack-0.001-s0"]["batches"] == 23500
 
     (cell,) = table3(capped, sweep, found).query("task == 'copy' and model == 'stack'").itertuples()
     assert cell.verdict == "disagrees at convergence"  # plateaued below the paper: judged there, not at the cap

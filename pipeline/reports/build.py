@@ -34,6 +34,7 @@ from pipeline.reports.table3 import all_runs, continuation, select_models, summa
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
+from pipeline.training.results import logged_rows, logged_values
 from pipeline.training.stopping import describe
 
 OFFSET_STEP = 0.01  # vertical shift between consecutive models' curves (stated on the figure)
@@ -247,23 +248,37 @@ def experiments_beside(experiments_dir: Path) -> dict[tuple[str, str], list[tupl
     return found
 
 
-def continuations_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]], run_ids: set[str]) -> dict:
-    """The experiments that continue one of the profile's runs (the same run id: the same run, its cap raised), by
+def continues(folder: Path, run_dir: Path) -> bool:
+    """Whether the experiment in ``folder`` continues the run in ``run_dir``: the same run id is not enough (the same
+    config trained again under other code, or on other hardware, takes another path), so its log must hold the run's
+    own, every training perplexity the run logged, at the same steps."""
+    ours = dict(logged_values(logged_rows(run_dir), "train/perplexity"))
+    theirs = dict(logged_values(logged_rows(folder), "train/perplexity"))
+    return bool(ours) and all(step in theirs and abs(theirs[step] - value) <= 1e-9 * abs(value)
+                              for step, value in ours.items())
+
+
+def continuations_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]],
+                     run_dirs: dict[str, Path]) -> dict:
+    """The experiments that continue one of the profile's runs (its run id, and its log: see :func:`continues`), by
     run id, the one that went furthest for each: what :func:`table3` judges a budget-limited cell by."""
     found: dict[str, dict] = {}
     for folder, results in (item for items in experiments.values() for item in items):
-        if results.get("run_id") in run_ids:
+        run_id = results.get("run_id")
+        if run_id in run_dirs and continues(folder, run_dirs[run_id]):
             later = continuation(folder)
             if later["batches"] > found.get(later["run_id"], {}).get("batches", -1):
                 found[later["run_id"]] = later
     return found
 
 
-def continuing(experiments: dict, runs: pd.DataFrame, task: str, model: str) -> list[tuple[Path, dict]]:
-    """The experiments kept beside the profile that continue one of this cell's runs: matched by run id only, so a
-    small profile's cell never cites another configuration's experiment on the same task and model."""
+def continuing(experiments: dict, runs: pd.DataFrame, task: str, model: str,
+               run_dirs: dict[str, Path]) -> list[tuple[Path, dict]]:
+    """The experiments kept beside the profile that continue one of this cell's runs (see :func:`continues`), so a
+    cell never cites another configuration's experiment, or another training of its own config."""
     ids = set(runs[(runs.task == task) & (runs.model == model)].run_id)
-    return [(folder, r) for folder, r in experiments.get((task, model), []) if r.get("run_id") in ids]
+    return [(folder, r) for folder, r in experiments.get((task, model), [])
+            if r.get("run_id") in ids and continues(folder, run_dirs[r["run_id"]])]
 
 
 def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
@@ -324,7 +339,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
     selected = select_models(runs)
     experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
-    table = table3(runs, sweep, continuations_of(experiments, set(runs.run_id)))
+    run_dirs = {run_id: root / run_id for run_id in runs.run_id}
+    table = table3(runs, sweep, continuations_of(experiments, run_dirs))
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
     finished = [RunDir(s.run_dir).read_results() for s in statuses if s.state in DONE]
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
@@ -381,7 +397,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
                          f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
                          f"**{r.verdict}** | {r.evidence}"
-                         f"{_experiment_note(continuing(experiments, runs, r.task, r.model), out_dir)} | "
+                         f"{_experiment_note(continuing(experiments, runs, r.task, r.model, run_dirs), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
     lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
               "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",
