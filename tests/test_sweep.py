@@ -115,14 +115,20 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     sweep = load_sweep(path)
     assert [s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)] == ["finished"] * 4
     # a documented experiment kept outside the profile that continues one of its runs (the same run id, its cap
-    # raised) is linked from its cell's row; one on the same cell in another configuration is not
+    # raised, its log beginning with the run's) is linked from its cell's row; one on the same cell in another
+    # configuration is not, nor the same config trained again along another path
     lstm1_copy = next(run.run_id() for run in sweep.runs() if run.task == "copy" and run.model.name == "lstm1")
-    for name, run_id in (("lstm1-copy-long", lstm1_copy), ("lstm1-copy-elsewhere", "copy-lstm1-h256-other")):
+    own_log = (tmp_path / "runs" / lstm1_copy / "metrics.csv").read_text()
+    other_path = "step,train/perplexity\n10,1e9\n"  # its first window differs from the run's
+    for name, run_id, log in (("lstm1-copy-long", lstm1_copy, own_log),
+                              ("lstm1-copy-elsewhere", "copy-lstm1-h256-other", own_log),
+                              ("lstm1-copy-retrained", lstm1_copy, other_path)):
         experiment = tmp_path / "experiments" / name
         experiment.mkdir(parents=True)
         (experiment / "results.json").write_text(json.dumps(dict(
             task="copy", model="lstm1", run_id=run_id, batches=60000, stop_reason="budget", train_perplexity=90.0,
             train_coarse=0.5, train_fine=0.5, test_coarse=0.0, test_fine=0.0)))
+        (experiment / "metrics.csv").write_text(log)
     readme = write_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest",
                           experiments_dir=tmp_path / "experiments")
     with open(tmp_path / "out" / "table3.csv") as f:
@@ -142,6 +148,7 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     (copy_lstm1,) = [line for line in text.splitlines() if line.startswith("| Sequence copying | 1-layer LSTM |")]
     assert "outside the profile, [60,000 batches](../experiments/lstm1-copy-long/) (budget)" in copy_lstm1
     assert "outside the profile" not in text.replace(copy_lstm1, "") and "lstm1-copy-elsewhere" not in text
+    assert "lstm1-copy-retrained" not in text
     assert "too short to judge a trend" in copy_lstm1  # 10 batches: one perplexity window, no trend to read
 
 
