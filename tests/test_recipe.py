@@ -102,11 +102,12 @@ def test_study_table_counts_seeds_and_medians():
     runs = pd.DataFrame([
         dict(task="copy", model="queue", choice="a", lr=1e-3, seed=s, state=state, learned_at=at, max_batches=6000)
         for s, state, at in [(0, "finished", 1000), (1, "finished", None), (2, "finished", 3000),
-                             (3, "running", None)]])
+                             (3, "running", None), (4, "pruned", None)]])
     (row,) = study_table(runs).itertuples()
-    assert (row.seeds, row.done, row.learned, row.median_batches) == (4, 3, 2, 2000)
-    assert math.isclose(row.share, 2 / 3)
-    assert row.per_seed == "s0: 1000, s1: —, s2: 3000, s3: (running)"
+    # a pruned seed is done and did not learn: it lowers the share (it once counted as not done, which raised it)
+    assert (row.seeds, row.done, row.learned, row.median_batches) == (5, 4, 2, 2000)
+    assert math.isclose(row.share, 2 / 4)
+    assert row.per_seed == "s0: 1000, s1: —, s2: 3000, s3: (running), s4: — (pruned)"
 
 
 def test_recipe_profile_labels_every_block():

@@ -26,7 +26,7 @@ from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.provenance import provenance
 from pipeline.rundir import RunDir
-from pipeline.sweep import sweep_root, sweep_status
+from pipeline.sweep import DONE, sweep_root, sweep_status
 from pipeline.training.results import LEARNED_COARSE, last_logged, logged_rows, logged_values
 
 MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")
@@ -75,12 +75,13 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
 
 
 def study_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (cell, choice, lr), in grid order: seeds in the grid, seeds done (finished, or stopped having
-    learned), seeds that learned, the share of done seeds that learned, the median batches to learn."""
+    """One row per (cell, choice, lr), in grid order: seeds in the grid, seeds done (finished, pruned as not
+    learning, or stopped having learned), seeds that learned, the share of done seeds that learned, the median
+    batches to learn."""
     out = []
     for (task, model, choice, lr), part in runs.groupby(["task", "model", "choice", "lr"], sort=False):
         learned = part.learned_at.notna()
-        done = (part.state == "finished") | learned
+        done = part.state.isin(DONE) | learned  # a pruned seed is done: it did not learn
         batches = part.loc[learned, "learned_at"]
         out.append(dict(task=task, model=model, choice=choice, lr=lr, seeds=len(part), done=int(done.sum()),
                         learned=int(learned.sum()),
@@ -89,7 +90,8 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
                         cap=int(part.max_batches.max()),
                         per_seed=", ".join(
                             f"s{int(r.seed)}: " + (f"{int(r.learned_at)}" if pd.notna(r.learned_at) else
-                                                   ("—" if r.state == "finished" else f"({r.state})"))
+                                                   ("—" if r.state == "finished" else
+                                                    "— (pruned)" if r.state == "pruned" else f"({r.state})"))
                             for r in part.sort_values("seed").itertuples())))
     return pd.DataFrame(out)
 
@@ -121,8 +123,8 @@ def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: P
              "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",
              f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
              f"A run has learned at the first evaluation where its coarse accuracy on fresh training-length "
-             f"sequences reaches {LEARNED_COARSE}; it then stops. *done* counts seeds that finished or learned. "
-             "Test-length numbers play no part.", "", *study_markdown(table), "",
+             f"sequences reaches {LEARNED_COARSE}; it then stops. *done* counts seeds that finished, were pruned (not "
+             "learning) or learned. Test-length numbers play no part.", "", *study_markdown(table), "",
              "Per-run numbers (batch learned, last training perplexity, mean push/pop over the source and target "
              "halves at the last evaluation, for the DeQue its top end and its bottom end): [runs.csv](runs.csv).", ""]
     readme = out_dir / "README.md"
