@@ -29,7 +29,7 @@ def check_only(sweep: SweepConfig, only: Sequence[str]) -> None:
     look done)."""
     ids = [run.run_id() for run in sweep.runs()]
     for pattern in only:
-        if not any(fnmatch.fnmatchcase(run_id, pattern) for run_id in ids):
+        if not any(selected(run_id, (pattern,)) for run_id in ids):
             raise ConfigError(f"--only {pattern!r} matches none of the {len(ids)} run ids of profile "
                               f"{sweep.name!r} (shell-style patterns on ids such as {ids[0]!r}; `transduce sweep "
                               f"PROFILE --status` lists them)")
