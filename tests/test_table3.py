@@ -115,7 +115,7 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     run continued outside the profile decides the verdict, and only when it went further."""
     import json
 
-    from pipeline.reports.build import continuations_of
+    from pipeline.reports.build import continuations_of, continuing_experiments
     from pipeline.reports.table3 import continuation
 
     sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["stack"], "seeds": [0]}]})
@@ -142,10 +142,11 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     retrained = tmp_path / "the-same-config-trained-again"  # same run id, another path (older code, say)
     retrained.mkdir()
     (retrained / "metrics.csv").write_text((folder / "metrics.csv").read_text().replace("\n500,95\n", "\n500,94\n"))
-    found = continuations_of({("copy", "stack"): [(folder, results), (other, {**results, "run_id": "s9"}),
-                                                  (retrained, {**results, "batches": 40000})],
-                              ("svo_sov", "lstm1"): [(tmp_path / "no-run-id", {"batches": 60000})]},
-                             {"copy-stack-0.001-s0": run_dir})
+    found = continuations_of(continuing_experiments(
+        {("copy", "stack"): [(folder, results), (other, {**results, "run_id": "s9"}),
+                             (retrained, {**results, "batches": 40000})],
+         ("svo_sov", "lstm1"): [(tmp_path / "no-run-id", {"batches": 60000})]},
+        {"copy-stack-0.001-s0": run_dir}))
     # only continuations of the profile's own runs, and only those whose log holds the run's own
     assert list(found) == ["copy-stack-0.001-s0"] and found["copy-stack-0.001-s0"]["batches"] == 23500
 

@@ -12,8 +12,8 @@
 * ``traces/<task>_<model>.png``: what each selected memory model does with its memory on one test-length
   sequence (:mod:`pipeline.inspection`);
 * ``README.md``: the verdict count first, then what the profile ran, each cell's verdict and evidence (with a
-  link to any documented experiment on that cell kept in ``reports/experiments/``), the figures, and what made the
-  report.
+  link to any documented experiment kept in ``reports/experiments/`` that continues one of the cell's runs), the
+  figures, and what made the report.
 """
 
 from __future__ import annotations
@@ -240,7 +240,8 @@ def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[
 
 def experiments_beside(experiments_dir: Path) -> dict[tuple[str, str], list[tuple[Path, dict]]]:
     """Runs kept outside any profile (``reports/experiments/<name>/results.json``: a documented experiment, such as
-    one cell trained far longer than its profile's cap), by (task, model): the report links them from their cell."""
+    one cell trained far longer than its profile's cap), by (task, model): the report links those that continue a
+    run of its profile from that run's cell (:func:`continuing_experiments`)."""
     found: dict[tuple[str, str], list[tuple[Path, dict]]] = {}
     for path in sorted(Path(experiments_dir).glob("*/results.json")):
         results = json.loads(path.read_text())
@@ -258,27 +259,28 @@ def continues(folder: Path, run_dir: Path) -> bool:
                               for step, value in ours.items())
 
 
-def continuations_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]],
-                     run_dirs: dict[str, Path]) -> dict:
+def continuing_experiments(experiments: dict[tuple[str, str], list[tuple[Path, dict]]],
+                           run_dirs: dict[str, Path]) -> dict[tuple[str, str], list[tuple[Path, dict]]]:
     """The experiments that continue one of the profile's runs (its run id, and its log: see :func:`continues`), by
-    run id, the one that went furthest for each: what :func:`table3` judges a budget-limited cell by."""
-    found: dict[str, dict] = {}
-    for folder, results in (item for items in experiments.values() for item in items):
-        run_id = results.get("run_id")
-        if run_id in run_dirs and continues(folder, run_dirs[run_id]):
-            later = continuation(folder)
-            if later["batches"] > found.get(later["run_id"], {}).get("batches", -1):
-                found[later["run_id"]] = later
+    cell, so a cell never cites another configuration's experiment, or another training of its own config."""
+    found: dict[tuple[str, str], list[tuple[Path, dict]]] = {}
+    for cell, items in experiments.items():
+        for folder, results in items:
+            run_id = results.get("run_id")
+            if run_id in run_dirs and continues(folder, run_dirs[run_id]):
+                found.setdefault(cell, []).append((folder, results))
     return found
 
 
-def continuing(experiments: dict, runs: pd.DataFrame, task: str, model: str,
-               run_dirs: dict[str, Path]) -> list[tuple[Path, dict]]:
-    """The experiments kept beside the profile that continue one of this cell's runs (see :func:`continues`), so a
-    cell never cites another configuration's experiment, or another training of its own config."""
-    ids = set(runs[(runs.task == task) & (runs.model == model)].run_id)
-    return [(folder, r) for folder, r in experiments.get((task, model), [])
-            if r.get("run_id") in ids and continues(folder, run_dirs[r["run_id"]])]
+def continuations_of(continuing: dict[tuple[str, str], list[tuple[Path, dict]]]) -> dict:
+    """Of the experiments that continue the profile's runs (:func:`continuing_experiments`), the one that went
+    furthest for each run, by run id: what :func:`table3` judges a budget-limited cell by."""
+    found: dict[str, dict] = {}
+    for folder, _ in (item for items in continuing.values() for item in items):
+        later = continuation(folder)
+        if later["batches"] > found.get(later["run_id"], {}).get("batches", -1):
+            found[later["run_id"]] = later
+    return found
 
 
 def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
@@ -319,7 +321,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                  out_dir: Path | None = None, command: str | None = None,
                  experiments_dir: Path | None = None, force: bool = False) -> Path:
     """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path. Experiments kept under
-    ``experiments_dir`` (default ``reports/experiments/``) are linked from their cells' rows.
+    ``experiments_dir`` (default ``reports/experiments/``) that continue one of the profile's runs are linked from
+    that run's cell.
 
     Refused before anything is written (:class:`ReportRefused`): when a run's files are damaged (its cell would
     change silently), and, unless ``force``, when no run is done or fewer are than the report already there counted
@@ -339,8 +342,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
     selected = select_models(runs)
     experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
-    run_dirs = {run_id: root / run_id for run_id in runs.run_id}
-    table = table3(runs, sweep, continuations_of(experiments, run_dirs))
+    continuing = continuing_experiments(experiments, {run_id: root / run_id for run_id in runs.run_id})
+    table = table3(runs, sweep, continuations_of(continuing))
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
     finished = [RunDir(s.run_dir).read_results() for s in statuses if s.state in DONE]
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
@@ -397,7 +400,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
             lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
                          f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
                          f"**{r.verdict}** | {r.evidence}"
-                         f"{_experiment_note(continuing(experiments, runs, r.task, r.model, run_dirs), out_dir)} | "
+                         f"{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
     lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
               "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",
