@@ -391,3 +391,9 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     assert ("2.0 CPU-hours over 2 runs with 4 worker(s) on Some CPU, 4 usable cores; 0.5 CPU-hours over 1 run with "
             "6 worker(s) on Other CPU, 16 usable cores, GPU H200.") in line
     assert "Training speed on Some CPU, 4 usable cores" in line and "8-layer" not in line
+    # Pools of other sizes on one machine: the range of their workers, and each run's wall time at its own pool's size
+    # (2 x 3600 / 4 + 1800 / 6 + 3600 / 12 = 2,400 s: 0.7 h; one pool size for the machine would give 0.8 or 0.6 h).
+    wider = gpu.assign(train_seconds=3600.0, workers=12)
+    line = _compute_line(pd.concat([runs, gpu, wider]), sweep)
+    assert "about 0.7 h of wall time" in line
+    assert "1.5 CPU-hours over 2 runs with 6–12 worker(s) on Other CPU, 16 usable cores, GPU H200" in line

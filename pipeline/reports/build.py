@@ -194,11 +194,15 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     groups = []  # (hours, runs, workers, where), the largest share first
     for where, runs in finished.groupby("machine", sort=False):
         hours = float(runs["seconds"].sum()) / 3600
-        groups.append((hours, len(runs), int(runs["workers"].mode().iloc[0]), where))
+        low, high = int(runs["workers"].min()), int(runs["workers"].max())  # pools of other sizes on one machine
+        groups.append((hours, len(runs), str(low) if low == high else f"{low}–{high}", where))
     groups.sort(key=lambda g: -g[0])
     place = lambda where: f" on {where}" if where else " (machine not recorded)"  # noqa: E731
     total = sum(g[0] for g in groups)
-    wall = sum(hours / workers for hours, _, workers, _ in groups)
+    # Each run's share of the wall time: its seconds over the size of the pool it ran in. Two pools side by side on
+    # one machine (a study beside a sweep, or two slices of a grid) each count their own workers only, so this reads
+    # high there.
+    wall = float((finished["seconds"] / finished["workers"]).sum()) / 3600
     line = (f"Compute: {total:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, training and "
             f"evaluation), about {wall:.1f} h of wall time")
     if len(groups) == 1:
