@@ -255,7 +255,7 @@ class SlurmConfig:
 @dataclass(frozen=True)
 class SweepConfig:
     """A profile (``configs/<name>.yaml``): the grid of runs and how to execute it. Reports go to
-    ``reports/<name>/`` and runs to ``runs/<name>/``."""
+    ``reports/<name>/`` (or the folder under ``reports/`` that ``reports`` names) and runs to ``runs/<name>/``."""
 
     name: str
     grid: tuple[GridBlock, ...]
@@ -263,10 +263,21 @@ class SweepConfig:
     defaults: dict = field(default_factory=dict)  # any subset of a run config, for every run
     workers: int | None = None  # local pool size; None: one per CPU core
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    reports: str = ""  # its reports' folder under reports/, e.g. "recipe/itg" for a part of a study; "": the name
+
+    def reports_dir(self) -> Path:
+        """Where this profile's reports (and its archive of finished runs) go by default."""
+        from pipeline.paths import REPORTS_DIR
+
+        return REPORTS_DIR / (self.reports or self.name)
 
     def validate(self, path: str = "") -> None:
         if not self.name or not all(c.isalnum() or c in "-_" for c in self.name):
             raise ConfigError(f"name must be a non-empty [A-Za-z0-9_-] string (it names folders), got {self.name!r}")
+        parts = self.reports.split("/") if self.reports else []
+        if not all(part and part not in (".", "..") and all(c.isalnum() or c in "-_" for c in part) for part in parts):
+            raise ConfigError(f"reports must be a folder under reports/ made of [A-Za-z0-9_-] names joined by '/', "
+                              f"got {self.reports!r}")
         if not self.grid:
             raise ConfigError("grid must list at least one block")
         if self.workers is not None:

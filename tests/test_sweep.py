@@ -198,6 +198,7 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
      "grid[0].overrides.training.lr is a grid axis"),
     (lambda d: d.update(workers=0), "workers must be positive"),
     (lambda d: d["grid"].append(dict(d["grid"][0])), "repeats run reversal-lstm1-h16"),
+    (lambda d: d.update(reports="../elsewhere"), "reports must be a folder under reports/"),
 ])
 def test_bad_profiles_are_refused_with_the_key_path_before_any_compute(tmp_path, edit, message):
     path = profile(tmp_path)
@@ -211,6 +212,17 @@ def test_bad_profiles_are_refused_with_the_key_path_before_any_compute(tmp_path,
                              str(tmp_path / "runs")], capture_output=True, text=True)
     assert result.returncode == 2 and message in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_profile_reports_to_its_name_or_to_the_folder_its_reports_key_names(tmp_path):
+    from pipeline.paths import REPORTS_DIR
+
+    path = profile(tmp_path)
+    assert load_sweep(path).reports_dir() == REPORTS_DIR / "tiny"
+    data = yaml.safe_load(path.read_text())
+    data["reports"] = "recipe/itg"  # a part of a study beside the study's own report
+    path.write_text(yaml.safe_dump(data))
+    assert load_sweep(path).reports_dir() == REPORTS_DIR / "recipe" / "itg"
 
 
 def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):

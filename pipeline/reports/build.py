@@ -335,7 +335,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     from pipeline.paths import REPORTS_DIR
 
     root = sweep_root(sweep, runs_root)
-    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / sweep.name
+    out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
     statuses = sweep_status(sweep, runs_root)
     check_reportable(statuses, out_dir, root, config_file, force)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -110,9 +110,7 @@ def study_markdown(table: pd.DataFrame) -> list[str]:
 def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                        out_dir: Path | None = None, command: str | None = None) -> Path:
     """Write ``reports/<study>/`` (runs.csv and README.md) from the study's run directories. Returns the README."""
-    from pipeline.paths import REPORTS_DIR
-
-    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR / sweep.name
+    out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
     runs = study_runs(sweep, runs_root)
     table = study_table(runs)
     atomic_write_text(out_dir / "runs.csv", runs.to_csv(index=False))
