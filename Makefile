@@ -64,11 +64,12 @@ report: venv
 	$(BIN)/transduce archive configs/$(PROFILE).yaml --restore
 	$(BIN)/transduce report configs/$(PROFILE).yaml
 
-# The recipe study: which readings of the paper make the memory models learn on most seeds (reports/recipe/;
-# a few CPU-hours, resumable like a sweep).
+# The recipe study: which readings of the paper make the memory models learn on most seeds (reports/recipe/; its
+# ITG part, reports/recipe/itg/, from configs/recipe-itg.yaml; about 15 CPU-hours together, resumable like a sweep).
 recipe: venv
 	$(BIN)/transduce generate
 	$(BIN)/transduce study configs/recipe.yaml
+	$(BIN)/transduce study configs/recipe-itg.yaml
 
 # Training speed and memory of every model beside a plain nn.LSTM: reports/bench.md and reports/bench.json
 # (under 10 minutes; run it on an otherwise idle machine).
