@@ -311,7 +311,8 @@ def _exit_if_unfinished(statuses, only=()) -> None:
 def report(
     profile: Path = typer.Argument(..., help="The profile whose finished runs to report, e.g. configs/cpu.yaml."),
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where its run directories are (default: runs/<profile>)."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the profile's reports: folder)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the folder the "
+                                                 "profile's reports: key names)."),
     force: bool = typer.Option(False, "--force", help="Write the report even from no done runs, or from fewer than "
                                                       "the report already there counted."),
 ) -> None:
@@ -437,7 +438,8 @@ def dashboard(
 @app.command()
 def archive(
     profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml."),
-    to: Path = typer.Option(None, "--to", help="The archive folder (default: the profile's reports folder/finished_runs)."),
+    to: Path = typer.Option(None, "--to", help="The archive folder (default: finished_runs/ in the profile's reports "
+                                               "folder)."),
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the profile's runs are (default: runs/<profile>)."),
     restore: bool = typer.Option(False, "--restore", help="The other way: copy archived runs the runs folder lacks "
                                                           "back into it (nothing there is overwritten)."),
@@ -464,7 +466,8 @@ def study(
     workers: int = typer.Option(None, "--workers", callback=_at_least(1),
                                 help="Local runs at a time (default: the profile's, else the CPU cores)."),
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
-    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the profile's reports: folder)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the folder the "
+                                                 "profile's reports: key names)."),
     report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
                                                                   "nothing."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
