@@ -272,10 +272,9 @@ class SweepConfig:
         return REPORTS_DIR / (self.reports or self.name)
 
     def validate(self, path: str = "") -> None:
-        if not self.name or not all(c.isalnum() or c in "-_" for c in self.name):
+        if not _folder_name(self.name):
             raise ConfigError(f"name must be a non-empty [A-Za-z0-9_-] string (it names folders), got {self.name!r}")
-        parts = self.reports.split("/") if self.reports else []
-        if not all(part and part not in (".", "..") and all(c.isalnum() or c in "-_" for c in part) for part in parts):
+        if self.reports and not all(_folder_name(part) for part in self.reports.split("/")):
             raise ConfigError(f"reports must be a folder under reports/ made of [A-Za-z0-9_-] names joined by '/', "
                               f"got {self.reports!r}")
         if not self.grid:
@@ -316,6 +315,11 @@ class SweepConfig:
     def runs(self) -> list[RunConfig]:
         """Every run of the grid, in grid order."""
         return [run for _, run in self.runs_with_origin()]
+
+
+def _folder_name(text: str) -> bool:
+    """A non-empty name of [A-Za-z0-9_-] only: safe as one folder's name (no '.', '..' or separators)."""
+    return bool(text) and all(c.isalnum() or c in "-_" for c in text)
 
 
 def _check_partial_run_config(data: dict, path: str) -> None:
