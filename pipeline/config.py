@@ -97,6 +97,9 @@ class TrainingConfig:
     # with prune_at, counted from its last batch on.
     plateau_patience: int = 0
     plateau_tolerance: float = 0.01
+    # ... counted only once the run has left its starting plateau (stopping.left_start): for the deep LSTMs, which sit
+    # near the uniform guess for thousands of batches before they learn (Fig. 2b) and have no pruning to judge that.
+    plateau_after_leaving_start: bool = False
     # Pruning: at each batch listed, stop the run (as "pruned", not failed) if its training perplexity is still above
     # prune_ratio × its first window's. pipeline/training/stopping.py states the rules.
     prune_at: tuple[int, ...] = ()
@@ -169,10 +172,12 @@ class RunConfig:
         identity are one run.
 
         ``length_distribution`` is part of it only where it changes the data, and not at "grammar", the lengths
-        every run made before the setting existed was trained on: so those runs keep their ids."""
+        every run made before the setting existed was trained on: so those runs keep their ids; likewise the
+        training keys of :data:`LATER_TRAINING_KEYS` at their earlier value."""
         from pipeline.tasks import has_length_choice
 
-        training = {k: v for k, v in to_dict(self.training).items() if k != "max_batches"}
+        training = {k: v for k, v in to_dict(self.training).items()
+                    if k != "max_batches" and not (k in LATER_TRAINING_KEYS and v == LATER_TRAINING_KEYS[k])}
         identity = {"task": self.task, "model": to_dict(self.model), "training": training}
         if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
             identity["length_distribution"] = self.length_distribution
@@ -183,6 +188,10 @@ class RunConfig:
         m, t = self.model, self.training
         return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{config_hash(self.identity())}"
 
+
+# Training keys added after runs were archived, with the value every earlier run had: a run at that value keeps the
+# id it had before the key existed (so archived runs and the profiles that list them still match).
+LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
 
 # What a stored run config without ``length_distribution`` was trained on: the key came with the uniform reading.
 LEGACY_LENGTH_DISTRIBUTION = "grammar"

@@ -72,3 +72,16 @@ def test_run_id_is_readable_and_changes_with_anything_that_changes_the_result():
     assert a.run_id().startswith("reversal-stack-h256-lr0.001-s0-")
     assert a.run_id() != b.run_id()
     assert a.run_id() == c.run_id()  # where metrics are mirrored does not change the run
+
+
+def test_a_training_key_added_later_keeps_earlier_run_ids_at_its_earlier_value():
+    from pipeline.config import LATER_TRAINING_KEYS, stored_run_config
+
+    # an archived run's stored config, written before the key existed, and the same run listed by a profile today
+    stored = to_dict(RunConfig())
+    for key in LATER_TRAINING_KEYS:
+        del stored["training"][key]
+    assert stored_run_config(stored).run_id() == RunConfig().run_id()
+    # the new value is a different run
+    patient = from_dict(RunConfig, {"training": {"plateau_after_leaving_start": True}})
+    assert patient.run_id() != RunConfig().run_id()

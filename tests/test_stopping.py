@@ -7,13 +7,14 @@ import random
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
 from pipeline.sweep import load_sweep, run_local, sweep_status
 from pipeline.training.run import train
 from pipeline.training.stopping import (
     counts_toward_plateau,
     describe,
     improves,
+    left_start,
     plateau_stall,
     should_prune,
     still_improving,
@@ -87,6 +88,14 @@ def test_the_plateau_rule_waits_for_the_last_pruning_checkpoint():
     assert counts_toward_plateau(500, ())
 
 
+def test_with_after_leaving_start_the_plateau_rule_waits_for_the_run_to_leave_its_start():
+    assert left_start(128.0, 64.0) and not left_start(128.0, 110.9)  # the bigram 1-layer LSTM's plateau stop
+    assert not left_start(NAN, 10.0) and not left_start(128.0, NAN)
+    assert not counts_toward_plateau(4000, (), after_leaving_start=True, has_left_start=False)
+    assert counts_toward_plateau(4000, (), after_leaving_start=True, has_left_start=True)
+    assert not counts_toward_plateau(1000, (2000,), after_leaving_start=True, has_left_start=True)
+
+
 def test_still_improving_looks_at_the_last_windows():
     assert still_improving([30, 25, 20, 18, 16, 14, 12.0])
     assert not still_improving([30, 10] + [5.0] * 20 + [4.99])  # fell long ago, flat over its last 2,000 batches
@@ -149,4 +158,9 @@ def test_a_run_that_stops_improving_ends_as_plateau(tmp_path):
                                    "tracking": {"wandb": "off"}})
     results = train(config, tmp_path / "run", progress=False)
     assert results["stop_reason"] == "plateau" and results["batches"] == 30  # best at 10, no 50% gain at 20, 30
+    # the same run with the rule counted only after leaving its start never leaves it (lr 1e-9): it trains its budget
+    patient = from_dict(RunConfig, {**to_dict(config), "training": {**to_dict(config.training),
+                                                                     "plateau_after_leaving_start": True}})
+    results = train(patient, tmp_path / "patient", progress=False)
+    assert results["stop_reason"] == "budget" and results["batches"] == 200
     assert [s.state for s in sweep_status(tiny_profile(tmp_path), tmp_path / "none")] == ["pending"]

@@ -13,12 +13,12 @@ PAPER_STACK_REVERSAL = dict(train_coarse=1.0, train_fine=1.0, test_coarse=1.0, t
 
 
 def run(seed, ppl, test_coarse, lr=1e-3, state="finished", stop="converged", model="stack", task="reversal",
-        batches=1500, improving=False, train=1.0):
+        batches=1500, improving=False, train=1.0, left_start_at=100):
     return dict(task=task, model=model, hidden=256, lr=lr, seed=seed, setting=f"lr{lr:g}", max_batches=5000,
                 state=state,
                 batches=batches, stop_reason=stop if state in ("finished", "pruned") else None, train_perplexity=ppl,
                 train_coarse=train, train_fine=train, test_coarse=test_coarse, test_fine=test_coarse,
-                learned=train >= 0.99, still_improving=improving, trend_batches=1000,
+                learned=train >= 0.99, still_improving=improving, trend_batches=1000, left_start_at=left_start_at,
                 run_id=f"{task}-{model}-{lr:g}-s{seed}", commit="abc")
 
 
@@ -34,17 +34,21 @@ def test_selection_takes_the_lowest_finite_perplexity_of_done_runs():
     assert select_models(runs(run(0, math.nan, 1.0))).empty
 
 
-@pytest.mark.parametrize("ours, stop, improving, expected", [
-    ((1.0, 1.0, 0.96, 0.99), "converged", False, "reproduced"),
-    ((1.0, 1.0, 0.94, 0.99), "converged", False, "disagrees at convergence"),
-    ((0.30, 0.60, 0.10, 0.40), "budget", True, "budget-limited"),
-    ((0.30, 0.60, 0.10, 0.40), "budget", False, "disagrees at convergence"),
-    ((0.30, 0.60, 0.10, 0.40), "pruned", False, "disagrees at convergence"),
-    ((0.30, 0.60, 0.10, 0.40), "plateau", True, "disagrees at convergence"),
+@pytest.mark.parametrize("ours, stop, improving, left, expected", [
+    ((1.0, 1.0, 0.96, 0.99), "converged", False, True, "reproduced"),
+    ((1.0, 1.0, 0.94, 0.99), "converged", False, True, "disagrees at convergence"),
+    ((0.30, 0.60, 0.10, 0.40), "budget", True, True, "budget-limited"),
+    ((0.30, 0.60, 0.10, 0.40), "budget", True, False, "budget-limited"),  # still falling: the cap decided
+    ((0.30, 0.60, 0.10, 0.40), "budget", False, True, "disagrees at convergence"),
+    ((0.30, 0.60, 0.10, 0.40), "budget", False, False, "stopped on its starting plateau"),
+    ((0.30, 0.60, 0.10, 0.40), "pruned", False, True, "disagrees at convergence"),
+    ((0.30, 0.60, 0.10, 0.40), "pruned", False, False, "stopped on its starting plateau"),
+    ((0.30, 0.60, 0.10, 0.40), "plateau", True, True, "disagrees at convergence"),
+    ((0.0, 0.0, 0.0, 0.0), "plateau", True, False, "stopped on its starting plateau"),
 ])
-def test_verdict_against_a_perfect_paper_cell(ours, stop, improving, expected):
+def test_verdict_against_a_perfect_paper_cell(ours, stop, improving, left, expected):
     values = dict(zip(("train_coarse", "train_fine", "test_coarse", "test_fine"), ours))
-    assert verdict(values, PAPER_STACK_REVERSAL, stop, improving) == expected
+    assert verdict(values, PAPER_STACK_REVERSAL, stop, improving, left) == expected
 
 
 def test_a_plateau_stop_says_when_its_perplexity_was_still_falling():
@@ -63,10 +67,11 @@ def test_a_run_stopped_on_its_starting_plateau_is_not_called_a_solution():
     at, near the uniform guess. Its evidence says so; a run that fell far below its start does not get the phrase."""
     from pipeline.reports.table3 import evidence
 
-    stuck = runs(run(0, 117.8, 0.0, model="lstm4", task="copy", stop="plateau", train=0.0, batches=4000)
-                 | {"start_perplexity": 127.3})
-    assert "still near its first window's 127.3: it never left the starting plateau" in evidence(stuck.iloc[0], stuck)
-    learning = stuck.assign(train_perplexity=4.09)
+    stuck = runs(run(0, 117.8, 0.0, model="lstm4", task="copy", stop="plateau", train=0.0, batches=4000,
+                     left_start_at=None) | {"start_perplexity": 127.3})
+    assert ("never below 0.5 × its first window's 127.3: it did not leave the starting plateau"
+            in evidence(stuck.iloc[0], stuck))
+    learning = stuck.assign(train_perplexity=4.09, left_start_at=2500)
     assert "starting plateau" not in evidence(learning.iloc[0], learning)
     converged = stuck.assign(stop_reason="converged")  # only the plateau rule and the cap stop a run there
     assert "starting plateau" not in evidence(converged.iloc[0], converged)
@@ -106,8 +111,20 @@ def test_a_cell_reports_its_seeds_spread_and_verdict():
     assert cell.test_coarse_std == pytest.approx(pd.Series([1.0, 0.98, 0.0]).std())
     assert cell.median_batches_to_converge == 1500  # the converged runs at 1000 and 2000 (lr 1e-3) and 1500
     assert "1 of 6 runs pruned" in cell.evidence
-    assert summary_line(out) == ("1 of 35 cells reproduced, 0 better, 0 budget-limited, 0 disagree at convergence; "
-                                 "34 not in this profile.")
+    assert summary_line(out) == ("1 of 35 cells reproduced, 0 better, 0 budget-limited, 0 stopped on their starting "
+                                 "plateau, 0 disagree at convergence; 34 not in this profile.")
+
+
+def test_a_cell_whose_run_never_left_its_start_does_not_disagree_at_convergence():
+    """The cpu profile's 4-layer LSTM on copy: stopped by the plateau rule at perplexity 118 of a 128 start. The cell
+    says it stopped on its starting plateau; the same run having fallen to 60 (half its start) disagrees."""
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["lstm4"]}]})
+    stuck = run(0, 117.8, 0.0, model="lstm4", task="copy", stop="plateau", train=0.0, batches=4000,
+                left_start_at=None) | {"start_perplexity": 128.1}
+    cell = table3(runs(stuck), sweep).set_index(["task", "model"]).loc[("copy", "lstm4")]
+    assert cell.verdict == "stopped on its starting plateau"
+    left = table3(runs(stuck | {"train_perplexity": 60.0, "left_start_at": 3000}), sweep)
+    assert left.set_index(["task", "model"]).loc[("copy", "lstm4")].verdict == "disagrees at convergence"
 
 
 def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):

@@ -29,14 +29,14 @@ from pipeline.rundir import DamagedRun, RunDir
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values, stop_reason
-from pipeline.training.stopping import still_improving, trend_span
+from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_improving, trend_span
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
-VERDICTS = ("reproduced", "better", "budget-limited", "disagrees at convergence")
+VERDICTS = ("reproduced", "better", "budget-limited", "stopped on its starting plateau", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "test_coarse_by_length",
-               "start_perplexity", "run_id", "commit"]
+               "start_perplexity", "left_start_at", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -57,7 +57,8 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     rows = []
     for status in sweep_status(sweep, runs_root):
         run = status.config
-        perplexities = [p for _, p in logged_values(logged_rows(status.run_dir), "train/perplexity")]
+        logged = logged_values(logged_rows(status.run_dir), "train/perplexity")
+        perplexities = [p for _, p in logged]
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    state=status.state,
@@ -68,7 +69,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    trend_batches=trend_span(len(perplexities)) * run.training.perplexity_every,
                    test_coarse_by_length="", run_id=run.run_id(), commit="",
                    # its first window's training perplexity: near the uniform guess over the output symbols
-                   start_perplexity=perplexities[0] if perplexities else math.nan)
+                   start_perplexity=perplexities[0] if perplexities else math.nan,
+                   # the first batch whose window fell to half the first's: it left its starting plateau there
+                   left_start_at=next((step for step, p in logged if left_start(perplexities[0], p)), None))
         if status.state in DONE:
             results = RunDir(status.run_dir).read_results()
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
@@ -91,14 +94,17 @@ def select_models(runs: pd.DataFrame) -> pd.DataFrame:
     return ranked.groupby(["task", "model"], as_index=False, sort=False).first()
 
 
-def verdict(ours: dict, paper: dict, stop: str | None, improving: bool) -> str:
+def verdict(ours: dict, paper: dict, stop: str | None, improving: bool, left: bool = True) -> str:
     """One of :data:`VERDICTS` for a cell's selected run:
 
     * **reproduced**: all four values within :data:`TOLERANCE` of the paper's;
     * **better**: none more than the tolerance below the paper's, at least one more than it above;
     * **budget-limited**: otherwise, if the run hit its batch cap with its training perplexity still falling;
-    * **disagrees at convergence**: otherwise: the run converged, plateaued, was pruned on its plateau, or hit
-      its cap with a flat perplexity, and its numbers differ from the paper's.
+    * **stopped on its starting plateau**: otherwise, if the run never ``left`` the plateau it started on (its
+      training perplexity never fell to :data:`LEFT_START_RATIO` of its first window's): a plateau stop, a pruning or
+      a flat cap there shows where training had not yet begun, not where it converges;
+    * **disagrees at convergence**: otherwise: the run converged, or plateaued or hit its cap with a flat perplexity
+      after leaving its start, and its numbers differ from the paper's.
     """
     diffs = [ours[m] - paper[m] for m in METRICS]
     if all(abs(d) <= TOLERANCE + 1e-9 for d in diffs):
@@ -107,6 +113,8 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool) -> str:
         return "better"
     if stop == "budget" and improving:
         return "budget-limited"
+    if not left:
+        return "stopped on its starting plateau"
     return "disagrees at convergence"
 
 
@@ -134,10 +142,9 @@ def length_ends(rows: list[tuple[int, int, float]], width: int = 8) -> str:
     return f"{mean(lo, lo + width - 1)}, {mean(hi - width + 1, hi)}"
 
 
-# A run whose training perplexity is still above this fraction of its first window's has not left the plateau it
-# started on (near the uniform guess): the pruning rule's criterion (pipeline/training/stopping.py, prune_ratio), said
-# in the evidence of a selected run that the plateau rule or its cap stopped there (a deep LSTM has no pruning).
-AT_START = 0.9
+def has_left_start(run: pd.Series) -> bool:
+    """Whether a run's logged training perplexity ever fell to half its first window's (``left_start_at``)."""
+    return pd.notna(run.get("left_start_at"))
 
 
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
@@ -164,9 +171,9 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
         text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
     start = selected.get("start_perplexity", math.nan)
-    if stop in ("plateau", "budget") and selected.train_perplexity > AT_START * start:
-        text += (f" — still near its first window's {start:.4g}: it never left the starting "
-                 "plateau, so it stopped before it learned anything, not at a solution")
+    if stop in ("plateau", "budget") and not has_left_start(selected):
+        text += (f" — never below {LEFT_START_RATIO:g} × its first window's {start:.4g}: it did not leave the "
+                 "starting plateau, so it stopped before it learned anything, not at a solution")
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
     by_length = selected.get("test_coarse_by_length")
@@ -187,13 +194,14 @@ def continuation(folder: Path) -> dict:
     return dict(run_id=results["run_id"], name=Path(folder).name, batches=int(results["batches"]),
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
                 still_improving=still_improving(perplexities), trend_batches=trend_span(len(perplexities)) * every,
+                left_start=any(left_start(perplexities[0], p) for p in perplexities),
                 **{m: results[m] for m in METRICS})
 
 
 def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
     """A budget-limited selected run's verdict and evidence, judged where its continuation ended."""
     values = {m: later[m] for m in METRICS}
-    judged = verdict(values, paper, later["stop_reason"], later["still_improving"])
+    judged = verdict(values, paper, later["stop_reason"], later["still_improving"], later["left_start"])
     trend = "still falling" if later["still_improving"] else "flat"
     plateau = ("perplexity plateaued, " + still_falling_after_plateau(f"{later['trend_batches']:,}")
                if later["still_improving"]
@@ -239,7 +247,7 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                 row.update(seeds_at_selected=len(seeds), test_coarse_mean=seeds.test_coarse.mean(),
                            test_coarse_std=seeds.test_coarse.std(ddof=1) if len(seeds) > 1 else math.nan,
                            verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
-                                           r.stop_reason, bool(r.still_improving)),
+                                           r.stop_reason, bool(r.still_improving), has_left_start(r)),
                            evidence=evidence(r, cell))
                 later = (continuations or {}).get(r.run_id)
                 if row["verdict"] == "budget-limited" and later is not None and later["batches"] > r.batches:
@@ -258,8 +266,8 @@ def summary_line(table: pd.DataFrame) -> str:
     """'N of 35 cells reproduced, M better, K budget-limited, J disagree at convergence' (+ what is missing)."""
     counts = {v: int((table.verdict == v).sum()) for v in VERDICTS}
     line = (f"{counts['reproduced']} of {len(table)} cells reproduced, {counts['better']} better, "
-            f"{counts['budget-limited']} budget-limited, {counts['disagrees at convergence']} disagree at "
-            "convergence")
+            f"{counts['budget-limited']} budget-limited, {counts['stopped on its starting plateau']} stopped on "
+            f"their starting plateau, {counts['disagrees at convergence']} disagree at convergence")
     outside = int((~table.in_profile).sum())
     without = int((table.in_profile & table.run_id.isna()).sum())
     extras = ([f"{outside} not in this profile"] if outside else []) + (
@@ -285,7 +293,9 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
         "± standard deviation over the done runs of the selected run's setting (all but the seed; n). *Runs*: tried /",
         f"learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged at*: median batches of the runs that",
         f"converged or plateaued. Verdicts: within {TOLERANCE} of the paper on all four values = reproduced; none",
-        f"{TOLERANCE} below and some above = better; else budget-limited (cap hit, perplexity still falling) or",
+        f"{TOLERANCE} below and some above = better; else budget-limited (cap hit, perplexity still falling),",
+        f"stopped on its starting plateau (stopped while its training perplexity had never fallen to {LEFT_START_RATIO:g} ×",
+        "its first window's: it had not begun to learn, so it says nothing of where training converges) or",
         "disagrees at convergence (evidence in the last column). A budget-limited run continued outside the profile",
         "(same run, cap raised: `reports/experiments/`) is judged where the continuation ended; the evidence says so.",
     ]

@@ -29,7 +29,7 @@ from pipeline.evaluation import evaluate, memory_usage
 from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
-from pipeline.training.stopping import counts_toward_plateau, plateau_stall, should_prune
+from pipeline.training.stopping import counts_toward_plateau, left_start, plateau_stall, should_prune
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
@@ -55,6 +55,7 @@ class TrainingMonitor(L.Callback):
         self.first_perplexity = math.nan  # the first window's: what pruning compares with
         self.best_perplexity = math.nan  # the best window so far, and evaluations since it improved
         self.plateau_stall = 0
+        self.left_start_at: int | None = None  # the batch whose window first fell to half the first's (stopping.py)
         self.last_eval_step = -1
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self._since = time.monotonic()
@@ -75,7 +76,7 @@ class TrainingMonitor(L.Callback):
                     last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
                     elapsed=self.elapsed, stop_reason=self.stop_reason, first_perplexity=self.first_perplexity,
                     best_perplexity=self.best_perplexity, plateau_stall=self.plateau_stall,
-                    last_eval_step=self.last_eval_step, timings=list(self.timings))
+                    left_start_at=self.left_start_at, last_eval_step=self.last_eval_step, timings=list(self.timings))
 
     def load_state_dict(self, state: dict) -> None:
         state = dict(state)
@@ -112,7 +113,7 @@ class TrainingMonitor(L.Callback):
         self.window_tokens += int(outputs["tokens"])
         metrics = {}
         if step % t.perplexity_every == 0:
-            metrics.update(self._close_window(module))
+            metrics.update(self._close_window(module, step))
             if should_prune(step, t.prune_at, t.prune_ratio, self.first_perplexity, self.last_perplexity):
                 self._stop(trainer, "pruned")
         if step % t.eval_every == 0:
@@ -127,7 +128,7 @@ class TrainingMonitor(L.Callback):
         step = trainer.global_step
         metrics = {}
         if self.window_tokens:
-            metrics.update(self._close_window(module, progress_bar=False))
+            metrics.update(self._close_window(module, step, progress_bar=False))
         if step and self.last_eval_step != step:
             metrics.update(self._evaluate(trainer, module, step, progress_bar=False))
         self._log(trainer, metrics, step)
@@ -135,12 +136,14 @@ class TrainingMonitor(L.Callback):
 
     # -- pieces -----------------------------------------------------------------------------------------------------
 
-    def _close_window(self, module, progress_bar: bool = True) -> dict:
+    def _close_window(self, module, step: int, progress_bar: bool = True) -> dict:
         """The average training perplexity of the batches since the last window closed."""
         self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
         self.window_nll, self.window_tokens = 0.0, 0
         if math.isnan(self.first_perplexity):
             self.first_perplexity = self.last_perplexity
+        if self.left_start_at is None and left_start(self.first_perplexity, self.last_perplexity):
+            self.left_start_at = step
         if progress_bar:  # Lightning allows self.log in batch hooks only
             module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
         return {"train/perplexity": self.last_perplexity}
@@ -178,7 +181,7 @@ class TrainingMonitor(L.Callback):
             trainer.save_checkpoint(self.best_path, weights_only=True)
 
         self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
-        if counts_toward_plateau(step, t.prune_at):
+        if counts_toward_plateau(step, t.prune_at, t.plateau_after_leaving_start, self.left_start_at is not None):
             self.best_perplexity, self.plateau_stall = plateau_stall(self.best_perplexity, self.plateau_stall,
                                                                      self.last_perplexity, t.plateau_tolerance)
         if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:

@@ -9,7 +9,10 @@ A run ends for one of :data:`STOP_REASONS`:
   to convergence, whatever its accuracy. Where the run has pruning checkpoints, only evaluations from the last of
   them on count: before it, a memory model sitting on its initial plateau is the pruning rule's to judge (memory
   models leave that plateau abruptly, after up to a few thousand batches, and the plateau rule would stop them
-  first);
+  first). With ``plateau_after_leaving_start`` (the deep LSTMs, which have no pruning), only evaluations after the run
+  has left its starting plateau (:func:`left_start`) count: an LSTM sits near the uniform guess for thousands of
+  batches before it learns anything (the paper's Fig. 2b), and stopping it there says nothing about where it
+  converges;
 * ``pruned``: at one of the batches listed in ``prune_at``, its training perplexity was still above
   ``prune_ratio`` × its first window's: still on the initial plateau, so the budget goes to runs that are learning.
   A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
@@ -26,6 +29,21 @@ from collections.abc import Sequence
 
 STOP_REASONS = ("budget", "converged", "plateau", "pruned")
 EARLY_REASONS = ("converged", "plateau", "pruned")  # stopped before the budget
+
+
+# A run whose training perplexity has not yet fallen to this fraction of its first window's is still on the plateau it
+# started on (the uniform guess, or on copy and bigram flipping the guess that places </s> right, 112 of 128): the
+# deep LSTMs stopped by a plateau rule at 110-121 had learned nothing a reader could call converged. Half the start is
+# a fall no noise makes, and every run in the cpu profile that learned anything passed it.
+LEFT_START_RATIO = 0.5
+
+
+def left_start(first_perplexity: float, perplexity: float, ratio: float = LEFT_START_RATIO) -> bool:
+    """Whether a run at ``perplexity`` has left the plateau it started on: at most ``ratio`` times its first
+    window's. NaN on either side is not a departure."""
+    if math.isnan(first_perplexity) or math.isnan(perplexity):
+        return False
+    return perplexity <= ratio * first_perplexity
 
 
 def should_prune(step: int, prune_at: Sequence[int], ratio: float, first_perplexity: float,
@@ -61,8 +79,12 @@ def plateau_stall(best: float, stall: int, perplexity: float, tolerance: float) 
     return min(best, perplexity), stall + 1
 
 
-def counts_toward_plateau(step: int, prune_at: Sequence[int]) -> bool:
-    """Whether the evaluation at ``step`` counts for the plateau rule: from the last pruning checkpoint on."""
+def counts_toward_plateau(step: int, prune_at: Sequence[int], after_leaving_start: bool = False,
+                          has_left_start: bool = False) -> bool:
+    """Whether the evaluation at ``step`` counts for the plateau rule: from the last pruning checkpoint on, and, with
+    ``after_leaving_start``, only once the run has left its starting plateau (``has_left_start``)."""
+    if after_leaving_start and not has_left_start:
+        return False
     return step >= max(prune_at, default=0)
 
 
@@ -106,6 +128,9 @@ def describe(training) -> str:
                      f"{training.early_stop_patience} evaluations")
     if training.plateau_patience:
         after = f" (counted from batch {max(training.prune_at):,})" if training.prune_at else ""
+        if training.plateau_after_leaving_start:
+            after += (f" (counted once training perplexity has fallen to {LEFT_START_RATIO:g} × its first window's: "
+                      "the run has left its starting plateau)")
         parts.append(f"plateau once training perplexity has not improved by {training.plateau_tolerance:.0%} (nor "
                      f"its log, the cross-entropy) for {training.plateau_patience} evaluations{after}")
     if training.prune_at:
