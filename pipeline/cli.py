@@ -452,7 +452,11 @@ def archive(
     folder = to if to is not None else config.reports_dir() / "finished_runs"
     if restore:
         if not folder.is_dir():
-            _fail(ConfigError(f"no archive at {str(folder)!r}: nothing to restore"))
+            if to is not None:  # an archive named and not there: a typo, said as one
+                _fail(ConfigError(f"no archive at {str(folder)!r}: nothing to restore"))
+            # a profile that was never archived (smoke, say): its runs folder is all there is, as `make report` needs
+            typer.echo(f"no archive at {folder}: nothing to restore; the runs folder is used as it is")
+            return
         ids = restore_runs(profile, folder, runs_dir)
         typer.echo(f"restored {len(ids)} run(s) from {folder}")
     else:

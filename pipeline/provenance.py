@@ -81,20 +81,24 @@ def current_command() -> str:
     return " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
 
 
-# What a result depends on besides its inputs: a commit that changes none of these (one that only adds reports, say)
-# leaves a report's provenance, and so its bytes, as they were.
-CODE_PATHS = ("pipeline", "configs", "pyproject.toml", "requirements.lock", "Makefile")
+# What a result depends on besides its inputs: the code, the grammars it reads and the environment. A commit that
+# changes none of these (one that only adds reports, another profile or docs, say) leaves a report's provenance, and
+# so its bytes, as they were. A report adds its own profile (``code_commit(inputs=...)``).
+CODE_PATHS = ("pipeline", "configs/grammars", "pyproject.toml", "requirements.lock")
 
 
-def code_commit() -> str:
-    """The last commit that changed the code (:data:`CODE_PATHS`), with ``-dirty`` when those files differ from it;
+def code_commit(inputs: tuple[str | Path, ...] = ()) -> str:
+    """The last commit that changed the code (:data:`CODE_PATHS`) or one of ``inputs`` (files the result was made
+    from, such as a profile), with ``-dirty`` when those files differ from it;
     outside git (a copy sent to a cluster or GPU machine without its ``.git``), the commit the sender declares in
     ``TRANSDUCE_CODE_COMMIT``, marked as declared, else ``unknown``. A report regenerated from the same runs by the
     same code names the same commit."""
+    inside = [Path(p).resolve() for p in inputs]
+    paths = [*CODE_PATHS, *(str(p) for p in inside if p.is_relative_to(REPO_ROOT.resolve()))]  # git sees no others
     try:
-        head = subprocess.run(["git", "log", "-1", "--format=%H", "--", *CODE_PATHS], cwd=REPO_ROOT,
+        head = subprocess.run(["git", "log", "-1", "--format=%H", "--", *paths], cwd=REPO_ROOT,
                               capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *paths],
                                cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
         return (head or "unknown") + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
@@ -102,10 +106,10 @@ def code_commit() -> str:
         return f"{declared} (declared; no git here)" if declared else "unknown"
 
 
-def provenance(command: str | None = None, dated: bool = False) -> str:
-    """One markdown line: the command, the code's commit and the environment lock that produced a report, and with
-    ``dated`` the UTC time (for measurements; a report made from runs leaves it out, so that regenerating it from
-    the same runs with the same code gives the same bytes)."""
+def provenance(command: str | None = None, dated: bool = False, inputs: tuple[str | Path, ...] = ()) -> str:
+    """One markdown line: the command, the code's commit (see :func:`code_commit`, ``inputs`` included) and the
+    environment lock that produced a report, and with ``dated`` the UTC time (for measurements; a report made from
+    runs leaves it out, so that regenerating it from the same runs with the same code gives the same bytes)."""
     when = dt.datetime.now(dt.timezone.utc).strftime(", %Y-%m-%d %H:%M UTC") if dated else ""
-    return (f"Made by `{command or current_command()}` with the code at commit `{code_commit()}` and environment "
+    return (f"Made by `{command or current_command()}` with the code at commit `{code_commit(inputs)}` and environment "
             f"lock `{lock_hash()}` (requirements.lock){when}.")

@@ -47,3 +47,36 @@ def test_outside_git_the_commit_is_the_declared_one_marked_as_declared(monkeypat
     assert prov.code_commit() == "unknown"
     monkeypatch.setenv("TRANSDUCE_CODE_COMMIT", "abc123")
     assert prov.code_commit() == "abc123 (declared; no git here)"
+
+
+def test_a_report_names_the_last_commit_that_changed_what_it_is_made_from(monkeypatch, tmp_path):
+    """Fault 7 of issue 35: a report regenerated on a clone of a later commit (one that only adds reports, docs or
+    another profile) names the same commit, so `make report` leaves it byte for byte as committed."""
+    import subprocess
+
+    from pipeline import provenance as prov
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "pipeline" / "code.py").write_text("x = 1\n")
+    (tmp_path / "configs" / "cpu.yaml").write_text("name: cpu\n")
+    git("add", ".")
+    git("commit", "-qm", "code and profile")
+    made = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(prov, "REPO_ROOT", tmp_path)
+    profile = tmp_path / "configs" / "cpu.yaml"
+    for later in ("docs.md", "configs/other.yaml", "reports/README.md"):
+        (tmp_path / later).parent.mkdir(exist_ok=True)
+        (tmp_path / later).write_text("later\n")
+        git("add", ".")
+        git("commit", "-qm", f"add {later}")
+        assert prov.code_commit(inputs=(profile,)) == made
+    profile.write_text("name: cpu\nworkers: 2\n")  # the report's own profile does count
+    assert prov.code_commit(inputs=(profile,)) == made + "-dirty"
+    assert prov.code_commit(inputs=(tmp_path.parent / "elsewhere.yaml",)) == made  # outside the repository: ignored

@@ -1,6 +1,7 @@
 """What a fault probe and a new user tripped on (issue 25), one test per row of its table, on tiny runs."""
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -181,6 +182,20 @@ def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures
     assert all(p.read_bytes() == data for p, data in committed.items())  # the report there is untouched
     write_report(sweep, path, runs, out, command="pytest", force=True)
     assert not (out / "convergence_copy.png").exists()  # never left behind by a newer report
+
+
+def test_a_report_regenerated_with_or_without_force_is_the_same_bytes(runs_copy, tmp_path):
+    """Fault 7 of issue 35: the header names the command that makes the report, not the flags typed (the committed
+    cpu report said `--force`, so `make report` changed it)."""
+    path, runs = runs_copy
+    outs = []
+    for extra in ([], ["--force"]):
+        out = tmp_path / f"out{len(extra)}"
+        result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.suffix in (".md", ".csv")})
+    assert outs[0] == outs[1]
+    assert f"Made by `transduce report {path}` with the code at commit" in outs[0][Path("README.md")].decode()
 
 
 # -- row 5: a checkpoint a kill left unreadable is named, with the way out ------------------------------------------

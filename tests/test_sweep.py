@@ -188,6 +188,23 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
         "traces/reversal_stack.png") == 1
 
 
+def test_restoring_a_profile_never_archived_uses_its_runs_folder_as_it_is(tmp_path):
+    """Fault 7 of issue 35: `make report PROFILE=smoke` (restore, then report) failed with "nothing to restore" though
+    the runs were there. With no archive at the profile's own place there is nothing to add; an archive named with
+    --to that is not there is still an error."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    path = profile(tmp_path, name="never-archived-profile")
+    assert not load_sweep(path).reports_dir().exists()
+    result = CliRunner().invoke(app, ["archive", str(path), "--runs-dir", str(tmp_path / "runs"), "--restore"])
+    assert result.exit_code == 0 and "nothing to restore; the runs folder is used as it is" in result.output
+    result = CliRunner().invoke(app, ["archive", str(path), "--runs-dir", str(tmp_path / "runs"), "--restore",
+                                      "--to", str(tmp_path / "typo")])
+    assert result.exit_code == 2 and "nothing to restore" in result.output
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d["grid"][0].update(modelz=["stack"]), "unknown key 'grid[0].modelz'"),
     (lambda d: d["grid"][0].update(tasks=["copy", "sorting"]), "grid[0].tasks[1] must be one of copy"),

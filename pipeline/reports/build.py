@@ -339,7 +339,11 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     statuses = sweep_status(sweep, runs_root)
     check_reportable(statuses, out_dir, root, config_file, force)
     out_dir.mkdir(parents=True, exist_ok=True)
-    header = provenance(command) + (f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`)."
+    # the command that makes this report, not the one typed: --force or a path spelled another way changes nothing in
+    # it, and a regenerated report should be the committed one byte for byte
+    command = command or f"transduce report {config_file}"
+    header = provenance(command, inputs=(config_file,)) + (
+        f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`)."
                                     " Run commits are listed per run in `all_runs.csv`.")
 
     runs = all_runs(sweep, runs_root)

@@ -116,7 +116,7 @@ def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: P
     atomic_write_text(out_dir / "runs.csv", runs.to_csv(index=False))
     counts = runs.state.value_counts()
     lines = [f"# Study: `{sweep.name}`", "",
-             provenance(command) + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
+             provenance(command or f"transduce study {config_file}", inputs=(config_file,)) + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
              f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder. The commit(s) each run was trained at "
              "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",
              f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
