@@ -477,14 +477,21 @@ def study(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
 ) -> None:
     """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
+    from pipeline.reports.kinds import check_kind
     from pipeline.reports.recipe import write_study_report
     from pipeline.sweep import run_local
 
     config = _load_profile(profile)
+    try:  # before any training: a study's report never replaces a profile's (Table 3)
+        check_kind(out if out is not None else config.reports_dir(), "study")
+    except ConfigError as error:
+        _fail(error)
     statuses = [] if report_only else run_local(config, runs_dir, workers=workers, retry_failed=retry_failed,
                                                 echo=typer.echo)
-    command = f"transduce study {profile}" + (" --report-only" if report_only else "")
-    typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=command)}")
+    try:  # the command that makes the report (--report-only writes the same one from the same runs)
+        typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
+    except ConfigError as error:
+        _fail(error)
     _exit_if_unfinished(statuses)
 
 

@@ -134,8 +134,8 @@ def test_a_tiny_study_runs_and_reports(tmp_path, cache_dir, monkeypatch):
     assert [s.state for s in run_local(sweep, tmp_path / "runs", echo=lambda _: None)] == ["finished"] * 2
     readme = write_study_report(sweep, path, tmp_path / "runs", tmp_path / "out", command="pytest")
     text = readme.read_text()
-    assert "| Stack-LSTM / copy | separate | 0.001 | 0 / 1 (of 1) | 0% |" in text
-    assert "| Stack-LSTM / copy | shared | 0.001 | 0 / 1 (of 1) | 0% |" in text
+    assert "| Stack-LSTM / copy | separate | 0.001 | 0 / 1 (of 1) | 0% (0%–97%) |" in text
+    assert "| Stack-LSTM / copy | shared | 0.001 | 0 / 1 (of 1) | 0% (0%–97%) |" in text
     assert (tmp_path / "out" / "runs.csv").read_text().count("\n") == 3
     assert to_dict(sweep.runs()[1].model)["target_inputs"] == "shared"
 
@@ -161,3 +161,40 @@ def test_a_study_runs_its_failed_runs_again_only_when_asked(tmp_path, cache_dir,
     result = CliRunner().invoke(app, [*args, "--retry-failed"])
     assert result.exit_code == 0, result.output
     assert [s.state for s in sweep_status(sweep, runs)] == ["finished", "finished"]
+
+
+def test_a_study_never_overwrites_a_profiles_report_nor_a_profile_a_studys(tmp_path):
+    """Fault 2 of issue 35: `transduce study configs/cpu.yaml --report-only` replaced the committed Table 3 with a
+    study README. Refused in one line, before any training, and the report there is untouched."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from pipeline.reports.kinds import ReportRefused, check_kind
+
+    table3 = tmp_path / "cpu"
+    table3.mkdir()
+    (table3 / "README.md").write_text("# Report: profile `cpu`\n\nTable 3\n")
+    result = CliRunner().invoke(app, ["study", "configs/cpu.yaml", "--report-only", "--out", str(table3)])
+    assert result.exit_code == 2 and "holds a profile's report; a study's report never overwrites it" in result.output
+    assert "Traceback" not in result.output
+    assert (table3 / "README.md").read_text() == "# Report: profile `cpu`\n\nTable 3\n"
+    (table3 / "README.md").write_text("# Study: `recipe`\n")
+    with pytest.raises(ReportRefused, match="holds a study's report; a profile's report never overwrites it"):
+        check_kind(table3, "profile")
+    check_kind(table3, "study")  # the same kind rewrites its own
+    check_kind(tmp_path / "new", "profile")  # and a new folder is anyone's
+
+
+def test_the_share_of_seeds_has_its_exact_interval():
+    from pipeline.reports.recipe import binomial_cdf, clopper_pearson
+
+    low, high = clopper_pearson(5, 6)  # docs/recipe.md: 5 of 6 is consistent with 36% to 99.6%
+    assert (round(low, 3), round(high, 3)) == (0.359, 0.996)
+    # the closed forms at the edges: k = 0 and k = n
+    assert clopper_pearson(0, 16) == (0.0, pytest.approx(1 - 0.025 ** (1 / 16), abs=1e-12))
+    assert clopper_pearson(16, 16) == (pytest.approx(0.025 ** (1 / 16), abs=1e-12), 1.0)
+    # the definition: each tail at the bounds holds 2.5%
+    low, high = clopper_pearson(15, 16)
+    assert 1 - binomial_cdf(14, 16, low) == pytest.approx(0.025, abs=1e-9)
+    assert binomial_cdf(15, 16, high) == pytest.approx(0.025, abs=1e-9)
+    assert all(math.isnan(x) for x in clopper_pearson(0, 0))

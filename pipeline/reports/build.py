@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import MODEL_NAMES, ConfigError, SweepConfig, config_hash, to_dict
+from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
 from pipeline.provenance import provenance
 from pipeline.registry import Field
+from pipeline.reports.kinds import ReportRefused, check_kind
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import all_runs, continuation, select_models, summary_line, table3, table3_markdown
 from pipeline.rundir import RunDir
@@ -296,13 +297,10 @@ def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str
     return "; " + "; ".join(notes) if notes else ""
 
 
-class ReportRefused(ConfigError):
-    """A report that would silently lose or change what the report already there says."""
-
-
 def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Path, force: bool) -> None:
     """See :func:`write_report`: damaged runs refuse a report; so do zero done runs, or fewer than the existing
     report's ``all_runs.csv`` counted, unless ``force``."""
+    check_kind(out_dir, "profile")
     damaged = [RunDir(s.run_dir).damage() for s in statuses if s.state == "damaged"]
     if damaged:
         raise ReportRefused(f"{len(damaged)} run(s) have damaged files, so their cells would change silently: "

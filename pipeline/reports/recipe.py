@@ -25,6 +25,7 @@ from pipeline.config import SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.provenance import provenance
+from pipeline.reports.kinds import check_kind
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, sweep_root, sweep_status
 from pipeline.training.results import LEARNED_COARSE, last_logged, logged_rows, logged_values
@@ -74,6 +75,31 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval for a share of ``k`` successes in ``n``: the p whose binomial
+    tails at k each hold (1 - level) / 2, found by bisection on the binomial CDF (no scipy needed). (nan, nan) for
+    n = 0."""
+    if n == 0:
+        return math.nan, math.nan
+    tail = (1 - level) / 2
+
+    def solve(f) -> float:  # f increases in p from <= 0 to >= 0 on [0, 1]
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if k == 0 else solve(lambda p: (1 - binomial_cdf(k - 1, n, p)) - tail)
+    high = 1.0 if k == n else solve(lambda p: tail - binomial_cdf(k, n, p))
+    return low, high
+
+
 def study_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (cell, choice, lr), in grid order: seeds in the grid, seeds done (finished, pruned as not
     learning, or stopped having learned), seeds that learned, the share of done seeds that learned, the median
@@ -83,9 +109,10 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
         learned = part.learned_at.notna()
         done = part.state.isin(DONE) | learned  # a pruned seed is done: it did not learn
         batches = part.loc[learned, "learned_at"]
+        low, high = clopper_pearson(int(learned.sum()), int(done.sum()))
         out.append(dict(task=task, model=model, choice=choice, lr=lr, seeds=len(part), done=int(done.sum()),
                         learned=int(learned.sum()),
-                        share=learned.sum() / done.sum() if done.sum() else math.nan,
+                        share=learned.sum() / done.sum() if done.sum() else math.nan, share_low=low, share_high=high,
                         median_batches=float(batches.median()) if len(batches) else math.nan,
                         cap=int(part.max_batches.max()),
                         per_seed=", ".join(
@@ -97,10 +124,10 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def study_markdown(table: pd.DataFrame) -> list[str]:
-    lines = ["| cell | choice | lr | learned / done (of seeds) | share | median batches to learn | cap | "
-             "per seed: batch learned (— never) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| cell | choice | lr | learned / done (of seeds) | share (95% interval) | median batches to learn | "
+             "cap | per seed: batch learned (— never) |", "|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
-        share = "—" if math.isnan(r.share) else f"{r.share:.0%}"
+        share = "—" if math.isnan(r.share) else f"{r.share:.0%} ({r.share_low:.0%}–{r.share_high:.0%})"
         median = "—" if math.isnan(r.median_batches) else f"{r.median_batches:,.0f}"
         lines.append(f"| {DISPLAY_NAMES[r.model]} / {r.task} | {r.choice} | {r.lr:g} | {r.learned} / {r.done} "
                      f"(of {r.seeds}) | {share} | {median} | {r.cap:,} | {r.per_seed} |")
@@ -111,18 +138,21 @@ def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: P
                        out_dir: Path | None = None, command: str | None = None) -> Path:
     """Write ``reports/<study>/`` (runs.csv and README.md) from the study's run directories. Returns the README."""
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
+    check_kind(out_dir, "study")
     runs = study_runs(sweep, runs_root)
     table = study_table(runs)
     atomic_write_text(out_dir / "runs.csv", runs.to_csv(index=False))
     counts = runs.state.value_counts()
     lines = [f"# Study: `{sweep.name}`", "",
-             provenance(command or f"transduce study {config_file}", inputs=(config_file,)) + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
+             provenance(command or f"transduce study {config_file}", inputs=(config_file,))
+             + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
              f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder. The commit(s) each run was trained at "
              "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",
              f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
              f"A run has learned at the first evaluation where its coarse accuracy on fresh training-length "
              f"sequences reaches {LEARNED_COARSE}; it then stops. *done* counts seeds that finished, were pruned (not "
-             "learning) or learned. Test-length numbers play no part.", "", *study_markdown(table), "",
+             "learning) or learned. The interval is the exact (Clopper–Pearson) 95% interval of the share over the "
+             "done seeds. Test-length numbers play no part.", "", *study_markdown(table), "",
              "Per-run numbers (batch learned, last training perplexity, mean push/pop over the source and target "
              "halves at the last evaluation, for the DeQue its top end and its bottom end): [runs.csv](runs.csv).", ""]
     readme = out_dir / "README.md"
