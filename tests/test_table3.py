@@ -184,3 +184,28 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     learned = runs(run(0, 1.0, 1.0, task="copy", stop="budget", batches=8000, improving=True))
     (cell,) = table3(learned, sweep, found).query("task == 'copy' and model == 'stack'").itertuples()
     assert cell.verdict == "better" and pd.isna(cell.continued_batches)  # not budget-limited: nothing to judge
+
+
+def test_batches_to_accuracy_makes_fig_2b_a_number(tmp_path):
+    """Issue 34 item 4: the first evaluated batch at training coarse 0.5 and 0.99 per selected run, "not by N" where
+    never, and how much earlier the fastest memory model got there than any deep LSTM."""
+    from pipeline.reports.build import batches_to_accuracy, convergence_markdown
+
+    logs = {"stack": [(500, 0.0), (1000, 0.6), (1500, 1.0)], "lstm1": [(500, 0.0), (1000, 0.2), (6000, 0.4)],
+            "lstm2": [(1000, 0.1), (30000, 0.7), (45000, 0.995)]}
+    selected = []
+    for model, evals in logs.items():
+        run_id = f"reversal-{model}"
+        (tmp_path / run_id).mkdir()
+        rows = "".join(f"{step},{coarse}\n" for step, coarse in evals)
+        (tmp_path / run_id / "metrics.csv").write_text("step,train/coarse\n" + rows)
+        selected.append(dict(task="reversal", model=model, run_id=run_id, batches=evals[-1][0]))
+    table = batches_to_accuracy(pd.DataFrame(selected), tmp_path).set_index("model")
+    assert table.loc["stack", "reached_0.5"] == 1000 and table.loc["stack", "reached_0.99"] == 1500
+    assert math.isnan(table.loc["lstm1", "reached_0.5"]) and table.loc["lstm2", "reached_0.99"] == 45000
+    text = "\n".join(convergence_markdown(table.reset_index()))
+    assert "| Sequence reversal | not by 6,000 | 30,000 / 45,000 | 1,000 / 1,500 |" in text
+    assert "Sequence reversal: a memory model at 1,500 batches, the fastest LSTM at 45,000 (30×)." in text
+    no_lstm = table.drop(index="lstm2").reset_index()
+    assert ("a memory model at 1,500 batches; no LSTM by 6,000 (at least 4× later, if ever)"
+            in "\n".join(convergence_markdown(no_lstm)))

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from pipeline.reports.table3 import all_runs, continuation, select_models, summa
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
-from pipeline.training.results import logged_rows, logged_values
+from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
 from pipeline.training.stopping import describe
 
 OFFSET_STEP = 0.01  # vertical shift between consecutive models' curves (stated on the figure)
@@ -97,8 +98,75 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
         others = runs[(runs.task == task) & ~runs.run_id.isin(set(selected.run_id) if not selected.empty else set())]
     titles = [f"{TASK_TITLES[task]}: coarse accuracy, {lengths}"
               for lengths in ("training lengths (8–64)", "test lengths (65–128)")]
-    return _two_panels(_in_model_order(selected, task), out, curves, titles, "batches", "coarse accuracy",
-                       markersize=4, faint=others)
+    # batches on a log axis, as the paper's Fig. 2b compares models whose convergence differs by orders of magnitude
+    return _two_panels(_in_model_order(selected, task), out, curves, titles, "batches (log scale)", "coarse accuracy",
+                       decorate=lambda ax: ax.set_xscale("log"), markersize=4, faint=others)
+
+
+# Fig. 2b's claim as numbers: the training coarse accuracies whose first batch the convergence table gives.
+CONVERGENCE_LEVELS = (0.5, LEARNED_COARSE)
+
+
+def batches_to_accuracy(selected: pd.DataFrame, root: Path) -> pd.DataFrame:
+    """Per selected run (task, model): the first evaluated batch at which its training coarse accuracy reached each
+    of :data:`CONVERGENCE_LEVELS` (NaN where it never did), and the batches it trained (what "not reached by N"
+    says)."""
+    rows = []
+    for r in selected.itertuples():
+        evals = logged_values(logged_rows(root / r.run_id), "train/coarse")
+        row = dict(task=r.task, model=r.model, batches=int(r.batches), run_id=r.run_id)
+        for level in CONVERGENCE_LEVELS:
+            row[f"reached_{level:g}"] = next((step for step, coarse in evals if coarse >= level), math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["task", "model", "batches",
+                                       *(f"reached_{level:g}" for level in CONVERGENCE_LEVELS), "run_id"])
+
+
+def convergence_markdown(table: pd.DataFrame) -> list[str]:
+    """One row per task, one column per architecture: "first batch at 0.5 / at 0.99", "not by N" where never; then,
+    per task, how much earlier the fastest memory model got to 0.99 than the fastest LSTM got anywhere."""
+    if table.empty:
+        return []
+    models = [m for m in MODEL_NAMES if m in set(table.model)]
+    level_names = " / ".join(f"{level:g}" for level in CONVERGENCE_LEVELS)
+    lines = ["| task | " + " | ".join(DISPLAY_NAMES[m] for m in models) + " |",
+             "|---|" + "---|" * len(models)]
+
+    def reached(r, level) -> str:
+        step = r[f"reached_{level:g}"]
+        return f"not by {r.batches:,}" if pd.isna(step) else f"{int(step):,}"
+
+    notes = []
+    for task in TASK_NAMES:
+        part = table[table.task == task].set_index("model")
+        if part.empty:
+            continue
+        cells = []
+        for m in models:
+            if m not in part.index:
+                cells.append("—")
+            elif part.loc[m, [f"reached_{level:g}" for level in CONVERGENCE_LEVELS]].isna().all():
+                cells.append(f"not by {part.loc[m, 'batches']:,}")  # no level reached: said once
+            else:
+                cells.append(" / ".join(reached(part.loc[m], level) for level in CONVERGENCE_LEVELS))
+        lines.append(f"| {TASK_TITLES[task]} | " + " | ".join(cells) + " |")
+        top = f"reached_{CONVERGENCE_LEVELS[-1]:g}"
+        memory = part[[memory_of(m) is not None for m in part.index]][top].dropna()
+        lstm = part[[memory_of(m) is None for m in part.index]]
+        if memory.empty or lstm.empty:
+            continue
+        fastest = memory.min()
+        if lstm[top].notna().any():
+            ratio = lstm[top].min() / fastest
+            notes.append(f"{TASK_TITLES[task]}: a memory model at {int(fastest):,} batches, the fastest LSTM at "
+                         f"{int(lstm[top].min()):,} ({ratio:.0f}×).")
+        else:
+            notes.append(f"{TASK_TITLES[task]}: a memory model at {int(fastest):,} batches; no LSTM by "
+                         f"{int(lstm.batches.max()):,} (at least {lstm.batches.max() / fastest:.0f}× later, if ever).")
+    return [f"First evaluated batch at which the selected run's training coarse accuracy reached {level_names} "
+            "(\"not by N\": never, in the N batches it trained; the curves above on a log axis).", "", *lines, "",
+            f"Training coarse {CONVERGENCE_LEVELS[-1]:g}, fastest memory model against fastest deep LSTM:", "",
+            *(f"- {note}" for note in notes)]
 
 
 def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
@@ -341,8 +409,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     # it, and a regenerated report should be the committed one byte for byte
     command = command or f"transduce report {config_file}"
     header = provenance(command, inputs=(config_file,)) + (
-        f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`)."
-                                    " Run commits are listed per run in `all_runs.csv`.")
+        f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`). Run commits are listed per run in "
+        "`all_runs.csv`.")
 
     runs = all_runs(sweep, runs_root)
     atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
@@ -365,6 +433,9 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         path = out_dir / f"length_{task}.png"
         if length_figure(task, selected, root, path):
             figures.append((task, "length", path.name))
+
+    convergence = batches_to_accuracy(selected, root)
+    atomic_write_text(out_dir / "batches_to_accuracy.csv", convergence.to_csv(index=False))
 
     traces = memory_traces(table, root, out_dir)
     drawn = {out_dir / name for _, _, name in figures} | {out_dir / path for path in traces.values()}
@@ -408,9 +479,12 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"**{r.verdict}** | {r.evidence}"
                          f"{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Figures", "",
-              "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint.",
-              ""]
+    lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
+              "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "
+              "than for benchmark LSTMs\" (§5). Here, per task and architecture:", "",
+              *convergence_markdown(convergence), "", "[CSV](batches_to_accuracy.csv).", "", "## Figures", "",
+              "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint; "
+              "batches on a log axis.", ""]
     for task, kind, name in figures:
         title = "coarse accuracy against batches" if kind == "convergence" else "accuracy against source length"
         lines += [f"### {TASK_TITLES[task]}: {title}", "", f"![{task} {kind}]({name})", ""]

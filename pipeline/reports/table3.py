@@ -294,7 +294,8 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
         f"learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged at*: median batches of the runs that",
         f"converged or plateaued. Verdicts: within {TOLERANCE} of the paper on all four values = reproduced; none",
         f"{TOLERANCE} below and some above = better; else budget-limited (cap hit, perplexity still falling),",
-        f"stopped on its starting plateau (stopped while its training perplexity had never fallen to {LEFT_START_RATIO:g} ×",
+        "stopped on its starting plateau (stopped while its training perplexity had never fallen to "
+        f"{LEFT_START_RATIO:g} ×",
         "its first window's: it had not begun to learn, so it says nothing of where training converges) or",
         "disagrees at convergence (evidence in the last column). A budget-limited run continued outside the profile",
         "(same run, cap raised: `reports/experiments/`) is judged where the continuation ended; the evidence says so.",
