@@ -15,7 +15,7 @@ from pipeline.provenance import WORKERS_ENV
 from pipeline.rundir import RunDir
 from pipeline.sweep.grid import default_workers, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
-from pipeline.sweep.status import RunStatus, run_status, summary, sweep_root, sweep_status
+from pipeline.sweep.status import RunStatus, planned_runs, run_status, summary, sweep_root, sweep_status
 
 
 def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | None = None,
@@ -25,7 +25,9 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     shell-style patterns). Returns the final status of every run."""
     workers = workers or default_workers(sweep)
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
-    configs = {sweep_root(sweep, runs_root) / run.run_id(): run for run in sweep.runs()}
+    root = sweep_root(sweep, runs_root)
+    configs = {root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)}  # at their budgets now
+    attempted = {(run_dir, configs[run_dir].training.max_batches) for run_dir in todo}
     echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
          f"in {sweep_root(sweep, runs_root)}")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
@@ -69,6 +71,8 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 active = {run_dir for run_dir, _, _ in children.values()}
                 echo("  " + summary(sweep_status(sweep, runs_root, active), workers, measured))
                 last_report = time.monotonic()
+            if not queue and not children:  # all done: successive halving may have promoted runs to a next rung
+                queue = replan(sweep, runs_root, only, configs, attempted)
     finally:
         signal.signal(signal.SIGTERM, previous)
         for child in children:
@@ -76,3 +80,16 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     statuses = sweep_status(sweep, runs_root)
     echo(f"sweep {sweep.name}: " + summary(statuses, workers, measured))
     return statuses
+
+
+def replan(sweep: SweepConfig, runs_root: Path | None, only, configs: dict, attempted: set) -> list[Path]:
+    """The runs to train next once a round is done: those whose budget successive halving raised since (a rung was
+    decided), each at most once per budget in a sweep, so a run that keeps ending unfinished cannot loop. Updates
+    ``configs`` (run dir -> config at its budget now) and ``attempted`` in place. Failed and pruned runs are left as
+    they are (the sweep's --retry flags act once, at its start)."""
+    todo = prepare(sweep, runs_root, retry_failed=False, retry_pruned=False, only=only)
+    root = sweep_root(sweep, runs_root)
+    configs.update({root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)})
+    fresh = [run_dir for run_dir in todo if (run_dir, configs[run_dir].training.max_batches) not in attempted]
+    attempted.update((run_dir, configs[run_dir].training.max_batches) for run_dir in fresh)
+    return fresh

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +12,10 @@ from pathlib import Path
 from pipeline.config import RunConfig, SweepConfig
 from pipeline.paths import RUNS_DIR
 from pipeline.rundir import DONE, STATES, DamagedRun, RunDir
-from pipeline.sweep.locks import lock_owner
+from pipeline.runlock import lock_owner
 
-__all__ = ["DONE", "STATES", "RunStatus", "run_state", "run_status", "summary", "sweep_root", "sweep_status",
-           "unfinished"]
+__all__ = ["DONE", "STATES", "RunStatus", "planned_runs", "run_state", "run_status", "summary", "sweep_root",
+           "sweep_status", "unfinished"]
 
 
 def sweep_root(sweep: SweepConfig, runs_root: Path | None = None) -> Path:
@@ -56,9 +57,34 @@ def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunSta
     return RunStatus(config, run_dir, state, done, seconds)
 
 
+def planned_runs(sweep: SweepConfig, runs_root: Path | None = None) -> list[tuple[RunConfig, bool]]:
+    """Every run of the grid with the budget it is to train now, and whether successive halving stopped it there
+    (:mod:`pipeline.sweep.halving`; a run outside a halving block keeps its config's budget)."""
+    from pipeline.sweep.halving import halving_plan
+
+    plan = halving_plan(sweep, sweep_root(sweep, runs_root))
+    out = []
+    for run in sweep.runs():
+        budget = plan.get(run.run_id())
+        if budget is None:
+            out.append((run, False))
+        else:
+            training = dataclasses.replace(run.training, max_batches=budget.batches)
+            out.append((dataclasses.replace(run, training=training), budget.halved))
+    return out
+
+
 def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[Path] = frozenset()) -> list[RunStatus]:
+    """The status of every run of the grid at the budget it is to train now; a run that successive halving stopped
+    at a rung, and that got there, is *pruned*."""
     root = sweep_root(sweep, runs_root)
-    return [run_status(run, root / run.run_id(), active=root / run.run_id() in active) for run in sweep.runs()]
+    out = []
+    for run, halved in planned_runs(sweep, runs_root):
+        status = run_status(run, root / run.run_id(), active=root / run.run_id() in active)
+        if halved and status.state == "finished":
+            status = dataclasses.replace(status, state="pruned")
+        out.append(status)
+    return out
 
 
 def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[float]] | None = None) -> str:

@@ -1,0 +1,88 @@
+"""Successive halving over a grid block's learning rates (:class:`pipeline.config.Halving`), planned from the runs'
+own files.
+
+A *bracket* is the runs of one block that differ only in the learning rate. Every run of a bracket trains to the
+first rung; once all of them have got there (or stopped before it, or failed), the ``keep`` with the lowest
+training perplexity go on to the next rung, the others stop where they are; after the last rung the survivors train
+to the block's ``max_batches``. Nothing is stored but the runs: the plan is read again from their logs whenever it is
+asked for, so a sweep killed anywhere resumes the same plan, and a rung once decided stays decided (a run's log up to
+a rung never changes when it trains on).
+
+The sweep asks :func:`halving_plan` for each run's budget now and whether halving stopped it
+(:mod:`pipeline.sweep.status` turns that into the run's state: a run cut at a rung is *pruned*).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import RunConfig, SweepConfig
+from pipeline.rundir import DamagedRun, RunDir, stop_reason
+
+# The training perplexity a rung compares: the mean over this many windows up to the rung (with the usual 100-batch
+# windows, its last 1,000 batches), so that one noisy window does not decide a learning rate.
+RANK_WINDOWS = 10
+
+
+@dataclass(frozen=True)
+class Budget:
+    batches: int  # what the run is to train now
+    halved: bool  # stopped by halving at a rung (its bracket went on without it)
+
+
+def brackets(sweep: SweepConfig) -> list[tuple[object, list[RunConfig]]]:
+    """(the block's Halving, its runs that differ only in lr) for every bracket of the profile, in grid order."""
+    groups: dict[tuple, list[RunConfig]] = {}
+    halvings = {}
+    for index, _, run in sweep.runs_by_block():
+        halving = sweep.grid[index].halving
+        if halving is None:
+            continue
+        key = (index, run.task, run.model.name, run.model.hidden, run.training.seed)
+        groups.setdefault(key, []).append(run)
+        halvings[key] = halving
+    return [(halvings[key], runs) for key, runs in groups.items()]
+
+
+def standing_at(run_dir: Path, rung: int) -> float | None:
+    """A run's training perplexity for the rung at ``rung`` batches (the mean of its last :data:`RANK_WINDOWS`
+    windows up to it), or None while it has not got there. A run that stopped before the rung (plateau, converged,
+    pruned) stands where it stopped; one that failed, or whose files are damaged, stands last (infinity)."""
+    from pipeline.training.results import logged_values
+
+    folder = RunDir(run_dir)
+    try:
+        logged = logged_values(folder.read_metrics(), "train/perplexity")
+        results = folder.read_results()
+    except DamagedRun:
+        return math.inf
+    if folder.failed_file.exists():
+        return math.inf
+    upto = [p for step, p in logged if step <= rung]
+    reached = any(step == rung for step, _ in logged)
+    stopped = results is not None and stop_reason(results) != "budget" and results["batches"] < rung
+    if not (reached or stopped):
+        return None
+    window = [p for p in upto[-RANK_WINDOWS:] if not math.isnan(p)]
+    return sum(window) / len(window) if window else math.inf
+
+
+def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
+    """Run id -> its :class:`Budget` now, for every run of a block with halving (runs of other blocks are absent:
+    their budget is their config's)."""
+    plan: dict[str, Budget] = {}
+    for halving, runs in brackets(sweep):
+        alive = list(runs)
+        for rung, keep in zip(halving.at, halving.keep):
+            standings = {run.run_id(): standing_at(root / run.run_id(), rung) for run in alive}
+            if any(value is None for value in standings.values()):  # the rung is not decided yet: all train to it
+                plan.update({run.run_id(): Budget(rung, False) for run in alive})
+                break
+            ranked = sorted(alive, key=lambda run: (standings[run.run_id()], run.run_id()))
+            plan.update({run.run_id(): Budget(rung, True) for run in ranked[keep:]})
+            alive = ranked[:keep]
+        else:
+            plan.update({run.run_id(): Budget(run.training.max_batches, False) for run in alive})
+    return plan

@@ -1,0 +1,89 @@
+"""Successive halving over a block's learning rates (pipeline/sweep/halving.py): planned from the runs' own logs, run
+by the local pool to the end, resumed to the same plan, validated before anything runs."""
+
+import math
+
+import pytest
+import yaml
+from tiny import TRAINING
+
+from pipeline.config import ConfigError
+from pipeline.rundir import RunDir
+from pipeline.sweep import load_sweep, run_local, sweep_status
+from pipeline.sweep.halving import halving_plan, standing_at
+from pipeline.training.results import logged_values
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+def halving_profile(tmp_path, halving, lrs=(3e-2, 1e-3, 1e-9), seeds=(0,), max_batches=40):
+    data = {"name": "halving", "workers": 2,
+            "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": max_batches},
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8], "lr": list(lrs),
+                      "seeds": list(seeds), "halving": halving}]}
+    path = tmp_path / "halving.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def standing(run_dir, rung):
+    values = [p for step, p in logged_values_of(run_dir) if step <= rung]
+    return sum(values[-10:]) / len(values[-10:])
+
+
+def logged_values_of(run_dir):
+    return logged_values(RunDir(run_dir).read_metrics(), "train/perplexity")
+
+
+def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path):
+    path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    # before anything ran, every rate is to train to the rung
+    assert {b.batches for b in halving_plan(sweep, runs).values()} == {20}
+    statuses = run_local(sweep, runs, echo=lambda _: None)
+    by_lr = {s.config.training.lr: s for s in statuses}
+    stand = {lr: standing(s.run_dir, 20) for lr, s in by_lr.items()}
+    best = min(stand, key=stand.get)
+    assert by_lr[best].state == "finished" and by_lr[best].batches_done == 40  # went on to max_batches
+    for lr, s in by_lr.items():
+        if lr != best:
+            assert s.state == "pruned" and s.batches_done == 20  # cut at the rung, listed as pruned
+        assert standing_at(s.run_dir, 20) == pytest.approx(stand[lr])
+    assert (by_lr[best].run_dir / "results.20.json").is_file()  # the winner was extended, its rung results kept
+    # the plan is read again from the logs: a rerun trains nothing and lists the same states
+    again = run_local(sweep, runs, echo=lambda _: None)
+    assert [(s.run_dir, s.state, s.batches_done) for s in again] == [
+        (s.run_dir, s.state, s.batches_done) for s in statuses]
+
+
+def test_two_rungs_and_a_failed_rate_that_stands_last(tmp_path):
+    path = halving_profile(tmp_path, {"at": [10, 20], "keep": [2, 1]}, lrs=(3e-2, 1e-2, 1e-3, 1e-9))
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    # one rate fails at once: it stands last at every rung and never holds its bracket up
+    config, failing = next((s.config, s.run_dir) for s in sweep_status(sweep, runs) if s.config.training.lr == 3e-2)
+    failing.mkdir(parents=True)
+    RunDir(failing).write_config(config)
+    (failing / "failed.json").write_text('{"error": "NaN loss"}')
+    assert standing_at(failing, 10) == math.inf
+    statuses = {s.config.training.lr: s for s in run_local(sweep, runs, echo=lambda _: None)}
+    assert statuses[3e-2].state == "failed"
+    assert sorted(s.batches_done for lr, s in statuses.items() if lr != 3e-2) == [10, 20, 40]
+    assert sorted(s.state for s in statuses.values()) == ["failed", "finished", "pruned", "pruned"]
+
+
+@pytest.mark.parametrize("halving, message", [
+    ({"at": [20, 10], "keep": [2, 1]}, "halving.at must be positive and increasing"),
+    ({"at": [20], "keep": [3]}, "halving.keep must decrease from below the block's 3 learning rate"),
+    ({"at": [20], "keep": [1, 1]}, "must list one value per rung"),
+    ({"at": [25], "keep": [1]}, r"halving.at \[25\] must be multiples of perplexity_every \(10\) below max_batches"),
+    ({"at": [40], "keep": [1]}, "below max_batches"),
+])
+def test_a_bad_halving_is_refused_with_its_path(tmp_path, halving, message):
+    with pytest.raises(ConfigError, match=message):
+        load_sweep(halving_profile(tmp_path, halving))
