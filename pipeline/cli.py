@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import typer
+from typer.core import TyperGroup
 
 from pipeline import __version__
 from pipeline.config import MODEL_NAMES, ConfigError, RunConfig
@@ -22,7 +23,30 @@ from pipeline.data.cache import cache_root, generate_eval_sets
 from pipeline.rundir import RunDir
 from pipeline.tasks import DEFAULT_LENGTH_DISTRIBUTION, LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES, get_task
 
+
+class Commands(TyperGroup):
+    """The command line's one error boundary. Whatever a command meets that a user can act on comes out as one line
+    on standard error and exit status 2, never a traceback: a :class:`ConfigError` (bad input, a damaged run, a
+    refused report, each naming the offending value), and an :class:`OSError` from the filesystem (a read-only or
+    missing folder, a file where a folder should be), named with its path."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as error:
+            _fail(error)
+        except OSError as error:
+            where = f" ({error.filename})" if error.filename else ""
+            _fail(OSErrorLine(f"{error.strerror or error}{where}: check that the folder exists, is a folder and is "
+                              "writable, or give another (--runs-dir, --out, --to, $TRANSDUCE_DATA_CACHE)"))
+
+
+class OSErrorLine(Exception):
+    """An OSError said in one line."""
+
+
 app = typer.Typer(
+    cls=Commands,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -43,14 +67,18 @@ ModelName = choices("ModelName", *MODEL_NAMES)
 
 Accelerator = choices("Accelerator", "auto", "cpu", "cuda")
 
+MAX_SAMPLES = 100_000  # `sample -n`: pairs are drawn as one array (-n 99999999999 asked numpy for 745 GiB)
 
-def _at_least(minimum: int):
-    """A Typer callback rejecting integers below ``minimum`` with a message that shows the value given (an option
-    left out, None, passes)."""
+
+def _at_least(minimum: int, at_most: int | None = None):
+    """A Typer callback rejecting integers below ``minimum`` (or above ``at_most``) with a message that shows the
+    value given (an option left out, None, passes)."""
 
     def check(value: int | None) -> int | None:
         if value is not None and value < minimum:
             raise typer.BadParameter(f"got {value}; it must be an integer >= {minimum}")
+        if value is not None and at_most is not None and value > at_most:
+            raise typer.BadParameter(f"got {value}; it must be an integer <= {at_most:,}")
         return value
 
     return check
@@ -90,7 +118,8 @@ def sample(
     length_distribution: LengthReading = typer.Option(
         DEFAULT_LENGTH_DISTRIBUTION, "--length-distribution",
         help="The ITG tasks' source lengths: uniform over the window, or the grammar's own."),
-    n: int = typer.Option(5, "-n", callback=_at_least(1), help="Number of pairs."),
+    n: int = typer.Option(5, "-n", callback=_at_least(1, at_most=MAX_SAMPLES),
+                          help=f"Number of pairs (at most {MAX_SAMPLES:,}: they are drawn at once)."),
     seed: int = typer.Option(0, "--seed", callback=_at_least(0), help="Seed of numpy.random.default_rng."),
 ) -> None:
     """Print N pairs as JSON lines {"source": [...], "target": [...]}, tokens as strings."""
@@ -167,19 +196,15 @@ def train(
     from pipeline.training.run import train as train_run
 
     stored = config is None and run_dir is not None and RunDir(run_dir).config_file.is_file()
-    if stored:
-        config = RunDir(run_dir).config_file
+    run_config = resolve_run_config(
+        RunDir(run_dir).read_config() if stored else config, task=task and task.value,
+        length_distribution=length_distribution and length_distribution.value,
+        model=model and model.value, hidden=hidden, lr=lr,
+        max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
+        wandb=wandb)
     try:
-        run_config = resolve_run_config(
-            config, stored=stored, task=task and task.value,
-            length_distribution=length_distribution and length_distribution.value,
-            model=model and model.value, hidden=hidden, lr=lr,
-            max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
-            wandb=wandb)
         results = train_run(run_config, run_dir, progress=progress, restart=restart, reopen=reopen,
                             accelerator=accelerator.value)
-    except ConfigError as error:
-        _fail(error)
     except RunStopped as stop:
         typer.echo(f"Stopped: {stop}", err=True)
         raise typer.Exit(code=stop.exit_code) from None
@@ -197,11 +222,8 @@ def evaluate(
     """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
     from pipeline.training.run import evaluate_run
 
-    try:
-        typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value),
-                              indent=2))
-    except ConfigError as error:
-        _fail(error)
+    typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value),
+                          indent=2))
 
 
 ParamsFormat = choices("ParamsFormat", "table", "json")
@@ -232,10 +254,7 @@ def params(
 def _load_profile(profile: Path):
     from pipeline.sweep import load_sweep
 
-    try:
-        return load_sweep(profile)
-    except ConfigError as error:
-        _fail(error)
+    return load_sweep(profile)
 
 
 Executor = choices("Executor", "local", "slurm")
@@ -267,10 +286,7 @@ def sweep(
     from pipeline.sweep.grid import check_only
 
     config = _load_profile(profile)
-    try:
-        check_only(config, only)
-    except ConfigError as error:
-        _fail(error)
+    check_only(config, only)
     if status:
         statuses = sweep_status(config, runs_dir)
         for s in statuses:
@@ -320,10 +336,7 @@ def report(
     from pipeline.reports.build import write_report
 
     config = _load_profile(profile)
-    try:
-        typer.echo(f"wrote {write_report(config, profile, runs_dir, out, force=force)}")
-    except ConfigError as error:
-        _fail(error)
+    typer.echo(f"wrote {write_report(config, profile, runs_dir, out, force=force)}")
 
 
 TraceFormat = choices("TraceFormat", "png", "json")
@@ -353,11 +366,8 @@ def inspect(
     if out is not None and not to_stdout and out.suffix.lower() != f".{format.value}":
         _fail(ConfigError(f"--out {out}: a {format.value} trace is written to a .{format.value} file, got "
                           f"{out.suffix or 'no extension'!r} (--format png or json picks the kind)"))
-    try:
-        trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None,
-                            accelerator=accelerator.value)
-    except ConfigError as error:
-        _fail(error)
+    trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None,
+                        accelerator=accelerator.value)
     if to_stdout:
         typer.echo(trace_json(trace), nl=False)
         return
@@ -389,11 +399,8 @@ def runs(
     for value in status or []:
         if value not in RUN_STATES:
             _fail(ConfigError(f"--status must be one of {', '.join(RUN_STATES)}; got {value!r}"))
-    try:
-        table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True),
-                          tasks=[t.value for t in task or []], models=[m.value for m in model or []])
-    except ConfigError as error:
-        _fail(error)
+    table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True),
+                      tasks=[t.value for t in task or []], models=[m.value for m in model or []])
     if status:
         table = table[table.status.isin(status)]
     if format is RunsFormat.csv:
@@ -417,11 +424,8 @@ def dashboard(
     `wandb leet` (a terminal UI; no account, no network)."""
     from pipeline.dashboard import gather, open_dashboard, wandb_command
 
-    try:
-        board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []])
-        command = wandb_command(board.folder)
-    except ConfigError as error:
-        _fail(error)
+    board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []])
+    command = wandb_command(board.folder)
     if board.without_wandb:
         typer.echo(f"{len(board.without_wandb)} run(s) have nothing to show yet (not started, or damaged): "
                    f"{', '.join(board.without_wandb[:5])}" + (" ..." if len(board.without_wandb) > 5 else ""),
@@ -482,16 +486,11 @@ def study(
     from pipeline.sweep import run_local
 
     config = _load_profile(profile)
-    try:  # before any training: a study's report never replaces a profile's (Table 3)
-        check_kind(out if out is not None else config.reports_dir(), "study")
-    except ConfigError as error:
-        _fail(error)
+    check_kind(out if out is not None else config.reports_dir(), "study")  # before any training (a profile's report)
     statuses = [] if report_only else run_local(config, runs_dir, workers=workers, retry_failed=retry_failed,
                                                 echo=typer.echo)
-    try:  # the command that makes the report (--report-only writes the same one from the same runs)
-        typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
-    except ConfigError as error:
-        _fail(error)
+    # the command that makes the report (--report-only writes the same one from the same runs)
+    typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
     _exit_if_unfinished(statuses)
 
 

@@ -30,6 +30,13 @@ class ConfigError(ValueError):
     """A config value that is missing, unknown, of the wrong type or out of range. The message names its path."""
 
 
+# Bounds checked before anything is created: a width past this (the paper's largest is 512) would ask for gigabytes
+# before the first batch (--hidden 1000000000 raised MemoryError); a seed past 2**32 - 1 is one Lightning would
+# silently replace by a random one.
+MAX_WIDTH = 8_192  # 16x the paper's largest; an 8-layer LSTM that wide is already ~8 GB of weights and state
+MAX_SEED = 2**32 - 1
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The configs.
 
@@ -64,8 +71,10 @@ class ModelConfig:
         _choice(f"{path}.name", self.name, MODEL_NAMES)
         for key in ("hidden", "memory_width", "embedding"):
             _positive(f"{path}.{key}", getattr(self, key))
+            _at_most(f"{path}.{key}", getattr(self, key), MAX_WIDTH)
         if self.readout_width is not None:
             _positive(f"{path}.readout_width", self.readout_width)
+            _at_most(f"{path}.readout_width", self.readout_width, MAX_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -118,8 +127,9 @@ class TrainingConfig:
             if not 1 <= getattr(self, key) <= 1000:
                 raise ConfigError(f"{path}.{key} must lie in [1, 1000] (the cached sets' size), got "
                                   f"{getattr(self, key)!r}")
-        if self.seed < 0:
-            raise ConfigError(f"{path}.seed must be >= 0, got {self.seed!r}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"{path}.seed must lie in [0, {MAX_SEED}] (what seeds torch, numpy and Lightning alike), "
+                              f"got {self.seed!r}")
         for key in ("plateau_patience",):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{path}.{key} must be >= 0 (0 turns it off), got {getattr(self, key)!r}")
@@ -214,6 +224,28 @@ OPTION_PATHS = {**GRID_AXES, "length_distribution": ("length_distribution",),
 
 
 @dataclass(frozen=True)
+class Halving:
+    """Successive halving over a grid block's learning rates (the paper grid-searched five, §4.4): the runs of the
+    block that differ only in ``lr`` (one bracket per task, model, hidden size and seed) all train to ``at[0]``
+    batches; the ``keep[0]`` with the lowest training perplexity there go on to ``at[1]``, and so on; those left
+    after the last rung train to the block's ``max_batches``. The others stop where they were cut (state *pruned*).
+    Only training perplexity decides, as in the paper's selection (§5). ``pipeline/sweep/halving.py`` plans it."""
+
+    at: tuple[int, ...]  # the rungs, in batches, increasing
+    keep: tuple[int, ...]  # how many runs of a bracket go on past each rung, decreasing, at least 1
+
+    def validate(self, path: str, rates: int) -> None:
+        if not self.at or len(self.at) != len(self.keep):
+            raise ConfigError(f"{path}.at and {path}.keep must list one value per rung, as many of each; got "
+                              f"{list(self.at)} and {list(self.keep)}")
+        if any(b <= a for a, b in zip(self.at, self.at[1:])) or self.at[0] <= 0:
+            raise ConfigError(f"{path}.at must be positive and increasing, got {list(self.at)}")
+        if any(b >= a for a, b in zip(self.keep, self.keep[1:])) or self.keep[-1] < 1 or self.keep[0] >= rates:
+            raise ConfigError(f"{path}.keep must decrease from below the block's {rates} learning rate(s) to at least "
+                              f"1, got {list(self.keep)}")
+
+
+@dataclass(frozen=True)
 class GridBlock:
     """A Cartesian product of runs: every task × model × hidden × lr × seed, with ``overrides`` (any subset of a
     run config) applied on top of the sweep's ``defaults``."""
@@ -225,6 +257,7 @@ class GridBlock:
     seeds: tuple[int, ...] = (0,)
     overrides: dict = field(default_factory=dict)
     label: str = ""  # a name for what the block varies ("shared ids"), shown by studies and reports
+    halving: Halving | None = None  # successive halving over the block's learning rates (Halving)
 
     def validate(self, path: str) -> None:
         from pipeline.tasks import TASK_NAMES
@@ -244,6 +277,8 @@ class GridBlock:
             if value < 0:
                 raise ConfigError(f"{path}.seeds[{i}] must be >= 0, got {value!r}")
         _check_partial_run_config(self.overrides, f"{path}.overrides")
+        if self.halving is not None:
+            self.halving.validate(f"{path}.halving", len(self.lr))
 
 
 @dataclass(frozen=True)
@@ -294,12 +329,23 @@ class SweepConfig:
         for i, block in enumerate(self.grid):
             block.validate(_join(path, f"grid[{i}]"))
         seen: dict[str, str] = {}
-        for where, run in self.runs_with_origin():
+        for index, where, run in self.runs_by_block():
+            halving = self.grid[index].halving
+            if halving is not None and (halving.at[-1] >= run.training.max_batches
+                                        or any(at % run.training.perplexity_every for at in halving.at)):
+                raise ConfigError(f"{where}: halving.at {list(halving.at)} must be multiples of perplexity_every "
+                                  f"({run.training.perplexity_every}) below max_batches "
+                                  f"({run.training.max_batches})")
             if run.run_id() in seen:
                 raise ConfigError(f"{where} repeats run {run.run_id()} already listed by {seen[run.run_id()]}")
             seen[run.run_id()] = where
 
     def runs_with_origin(self) -> list[tuple[str, RunConfig]]:
+        """(where, run) for every run of the grid, in grid order; ``where`` names its block and grid point."""
+        return [(where, run) for _, where, run in self.runs_by_block()]
+
+    def runs_by_block(self) -> list[tuple[int, str, RunConfig]]:
+        """(index of its grid block, where, run) for every run of the grid, in grid order."""
         out = []
         for i, block in enumerate(self.grid):
             for task in block.tasks:
@@ -318,7 +364,7 @@ class SweepConfig:
                                         node = node[parent]
                                     node[leaf] = value
                                 where = f"grid[{i}] ({task}, {model}, hidden {hidden}, lr {lr:g}, seed {seed})"
-                                out.append((where, from_dict(RunConfig, data, where)))
+                                out.append((i, where, from_dict(RunConfig, data, where)))
         return out
 
     def runs(self) -> list[RunConfig]:
@@ -379,24 +425,29 @@ def load_yaml(cls: type, file: str | Path):
     if not file.is_file():
         raise ConfigError(f"config file {str(file)!r} does not exist")
     try:
-        data = parse_yaml(file.read_text())
+        data = parse_yaml(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not a text file (not UTF-8); give a YAML file such as configs/cpu.yaml") from None
+    except OSError as error:
+        raise ConfigError(f"{file}: cannot be read ({error.strerror or error})") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{file}: not valid YAML: {' '.join(str(error).split())}") from None
+    if data is None:  # an empty file (or comments only) would silently mean "all the defaults"
+        raise ConfigError(f"{file}: empty; give at least one key (configs/run.yaml lists every run key, "
+                          "configs/smoke.yaml is a small profile), or leave the file out for the defaults")
     try:
-        return from_dict(cls, data if data is not None else {})
+        return from_dict(cls, data)
     except ConfigError as error:
         raise ConfigError(f"{file}: {error}") from None
 
 
-def resolve_run_config(file: str | Path | None = None, stored: bool = False, **overrides: Any) -> RunConfig:
-    """A run config from the defaults (the paper's settings), then ``file`` (YAML, any subset of the keys; with
-    ``stored``, a run directory's config.yaml, read as :func:`stored_run_config` reads it), then the command line's
-    ``overrides`` (None = not given): keys of :data:`OPTION_PATHS`."""
+def resolve_run_config(file: str | Path | RunConfig | None = None, **overrides: Any) -> RunConfig:
+    """A run config from the defaults (the paper's settings), then ``file`` (YAML, any subset of the keys; or a run
+    config already read, such as a run directory's own, which the caller reads with ``RunDir.read_config``), then the
+    command line's ``overrides`` (None = not given): keys of :data:`OPTION_PATHS`."""
     data = to_dict(RunConfig())
-    if file is not None and stored:
-        from pipeline.rundir import RunDir
-
-        _merge(data, to_dict(RunDir(Path(file).parent).read_config()))
+    if isinstance(file, RunConfig):
+        _merge(data, to_dict(file))
     elif file is not None:
         _merge(data, to_dict(load_yaml(RunConfig, file)))
     for key, value in overrides.items():
@@ -500,6 +551,11 @@ def _join(path: str, key: str) -> str:
 def _choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ConfigError(f"{path} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def _at_most(path: str, value: int, limit: int) -> None:
+    if value > limit:
+        raise ConfigError(f"{path} must be at most {limit:,}, got {value!r}")
 
 
 def _positive(path: str, value: float) -> None:

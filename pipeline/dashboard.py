@@ -55,10 +55,17 @@ def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | 
         if not offline:
             missing.append(run_id)
             continue
-        for run in offline:
-            (folder / run.name).symlink_to(run.resolve(), target_is_directory=True)
+        for k, run in enumerate(offline):  # a run resumed in several processes has one offline run per process
+            (folder / link_name(run_id, k, len(offline))).symlink_to(run.resolve(), target_is_directory=True)
         linked.append(run_id)
     return Dashboard(folder, linked, missing)
+
+
+def link_name(run_id: str, k: int = 0, of: int = 1) -> str:
+    """The name ``wandb leet`` lists a run by: its run id (task, model, hidden, lr, seed first, so that an 80-column
+    terminal still tells the runs apart), behind the ``run-`` prefix leet looks for; W&B's own folder name,
+    ``offline-run-<date>_<time>-...``, was cut to the date."""
+    return f"run-{run_id}" + (f"-{k + 1}" if of > 1 else "")
 
 
 def made_from_log(run: RunDir, store: Path) -> Path | None:

@@ -169,10 +169,9 @@ def memory_usage(model: TransductionModel, pairs: list[Pair], vocab: JointVocabu
     k = batch.source_lengths.unsqueeze(1)
     halves = {"source": (positions >= 1) & (positions <= k),
               "target": (positions > k) & (positions < batch.lengths.unsqueeze(1))}
-    ends = ["top", "bottom"] if d.shape[-1] == 2 else [""]
     out = {}
     for half, mask in halves.items():
-        for e, end in enumerate(ends):
+        for e, end in enumerate(model.memory.signal_labels()):
             suffix = f"_{end}" if end else ""
             out[f"memory/push_{half}{suffix}"] = d[..., e][mask].mean().item()
             out[f"memory/pop_{half}{suffix}"] = u[..., e][mask].mean().item()

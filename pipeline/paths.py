@@ -6,6 +6,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO_ROOT / "configs"
+GRAMMAR_DIR = CONFIG_DIR / "grammars"  # the ITG grammars are data, kept with the other configs
 REPORTS_DIR = REPO_ROOT / "reports"
 RUNS_DIR = REPO_ROOT / "runs"
 

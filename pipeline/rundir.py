@@ -12,7 +12,7 @@
     train.log                 a sweep worker's output
     traces/                   memory traces drawn by the report
     wandb/                    the offline dashboard, unless tracking is off
-    .lock                     held by the one process training the run (pipeline.sweep.locks)
+    .lock                     held by the one process training the run (pipeline.runlock)
 
 A run is in one of :data:`STATES`, read off its folder by :meth:`RunDir.state`:
 
@@ -39,6 +39,7 @@ import yaml
 
 from pipeline.config import ConfigError, RunConfig, stored_run_config, to_dict
 from pipeline.files import atomic_write_text, parse_yaml, read_complete_rows
+from pipeline.runlock import LOCK_FILE, is_locked
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"
@@ -51,7 +52,7 @@ TRAIN_LOG = "train.log"
 CHECKPOINTS = "checkpoints"
 TRACES = "traces"
 WANDB = "wandb"
-LOCK = ".lock"  # pipeline.sweep.locks
+LOCK = LOCK_FILE  # held by the one process training the run (pipeline.runlock)
 REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (pipeline.training.monitor)
 
 # What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
@@ -59,6 +60,8 @@ REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (
 OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, REOPEN)
 ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, COMMITS, TRAIN_LOG)
 ARCHIVED_GLOBS = ("results.*.json", f"{TRACES}/*.json.gz")
+# The accuracies results.json holds (each in [0, 1]: RunDir.check)
+ACCURACIES = tuple(f"{split}_{grain}" for split in ("train", "test", "long") for grain in ("coarse", "fine"))
 
 STATES = ("finished", "pruned", "failed", "damaged", "running", "interrupted", "pending")
 DONE = ("finished", "pruned")  # nothing left to train
@@ -66,6 +69,33 @@ DONE = ("finished", "pruned")  # nothing left to train
 
 class DamagedRun(ConfigError):
     """A run file that exists but cannot be read as what it should be; the message names it and what is wrong."""
+
+
+def results_cover(results: dict, config) -> bool:
+    """Whether stored results answer ``config`` (a RunConfig, or None for "any budget"): the run trained the whole
+    budget, or stopped early (converged). A budget raised since means the run is to be extended."""
+    if config is None:
+        return True
+    return results["batches"] >= config.training.max_batches or stop_reason(results) != "budget"
+
+
+def stop_reason(results: dict) -> str:
+    """Why a finished run stopped (see pipeline.training.stopping); results written before stop reasons existed
+    say only whether they stopped early, which then meant converged."""
+    if "stop_reason" in results:
+        return results["stop_reason"]
+    return "converged" if results.get("stopped_early") else "budget"
+
+
+def results_mismatch(results: dict, config: RunConfig) -> str:
+    """'' when a run's ``results.json`` records the settings ``config`` has (task, model, hidden size, learning rate,
+    seed: what results.json keeps of its config), else the first that differs, said as "hidden 16, where config.yaml
+    says 32"."""
+    for key, now in (("task", config.task), ("model", config.model.name), ("hidden", config.model.hidden),
+                     ("lr", config.training.lr), ("seed", config.training.seed)):
+        if key in results and results[key] != now:
+            return f"{key} {results[key]!r}, where config.yaml says {now!r}"
+    return ""
 
 
 class RunDir:
@@ -217,6 +247,13 @@ class RunDir:
                 int(row["step"])
             except (TypeError, ValueError):
                 raise DamagedRun(f"{self.metrics_file}: step {row['step']!r} is not a batch number") from None
+            for column, value in row.items():
+                if value not in (None, ""):
+                    try:
+                        float(value)
+                    except ValueError:
+                        raise DamagedRun(f"{self.metrics_file}: {column} at step {row['step']} is {value!r}, not a "
+                                         "number") from None
         return rows
 
     def check(self) -> dict | None:
@@ -227,17 +264,75 @@ class RunDir:
         rows = self.read_metrics()
         self.read_failure()
         if results is not None:
+            self._check_results(results)
+            if self.config_file.is_file():
+                mismatch = results_mismatch(results, self.read_config())
+                if mismatch:
+                    raise DamagedRun(f"{self.results_file}: trained with {mismatch} (config.yaml edited after the run "
+                                     "trained?)")
             logged = max((int(row["step"]) for row in rows), default=0)
             if logged < int(results["batches"]):
                 raise DamagedRun(f"{self.metrics_file}: logs {logged} batches but {RESULTS} reports "
                                  f"{results['batches']}; the log of a finished run was cut or emptied")
+            self._check_accuracy_by_length(results)
+            self._check_checkpoint(self.best_checkpoint)
         return results
+
+    def _check_results(self, results: dict) -> None:
+        """Every number a report reads from ``results.json`` is what a run can write: accuracies in [0, 1], a
+        finite training perplexity of at least 1 (a NaN loss fails a run, it never finishes one), a positive
+        batch count."""
+        import math
+
+        def number(key):
+            value = results[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise DamagedRun(f"{self.results_file}: {key} is {value!r}, not a number")
+            return value
+
+        if not (isinstance(results["batches"], int) and results["batches"] > 0):
+            raise DamagedRun(f"{self.results_file}: batches is {results['batches']!r}, not a positive integer")
+        for key in ACCURACIES:
+            if key in results and not 0 <= number(key) <= 1:
+                raise DamagedRun(f"{self.results_file}: {key} is {results[key]!r}, outside [0, 1]")
+        perplexity = number("train_perplexity")
+        if not (math.isfinite(perplexity) and perplexity >= 1):
+            raise DamagedRun(f"{self.results_file}: train_perplexity is {perplexity!r}, not a finite number >= 1")
+
+    def _check_accuracy_by_length(self, results: dict) -> None:
+        """A finished run's ``accuracy_by_length.csv``, where it has one (runs from before it existed have none),
+        counts every sequence its final evaluation scored: a truncated file would silently drop evidence."""
+        if not self.accuracy_file.exists():
+            return
+        try:
+            _, rows = read_complete_rows(self.accuracy_file)
+            counts: dict[str, int] = {}
+            for row in rows:
+                counts[row["split"]] = counts.get(row["split"], 0) + int(row["n"])
+                float(row["coarse"]), float(row["fine"]), int(row["source_length"])
+        except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError) as error:
+            raise DamagedRun(f"{self.accuracy_file}: unreadable ({type(error).__name__}: {error})") from None
+        for split, size in (results.get("eval_sizes") or {}).items():
+            if counts.get(split, 0) != size:
+                raise DamagedRun(f"{self.accuracy_file}: counts {counts.get(split, 0)} {split} sequences where "
+                                 f"{RESULTS} evaluated {size}; the file was cut short")
+
+    def _check_checkpoint(self, path: Path) -> None:
+        """A checkpoint, where there is one (an archived run keeps none), is a whole zip archive, as torch writes
+        them: a truncated one loses its central directory. Cheap (the directory only, no tensors read)."""
+        import zipfile
+
+        if not path.exists():
+            return
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.namelist()
+        except (OSError, zipfile.BadZipFile) as error:
+            raise DamagedRun(f"{path}: not a readable checkpoint ({error}); `transduce train --restart --run-dir "
+                             f"{self.path}` trains the run again from batch 0") from None
 
     def state(self, config: RunConfig | None = None) -> str:
         """One of :data:`STATES` (``config``: the budget asked of the run now; None: any budget)."""
-        from pipeline.sweep.locks import is_locked
-        from pipeline.training.results import results_cover, stop_reason
-
         try:
             results = self.check()
         except DamagedRun:

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from pipeline.rundir import LOCK as LOCK_FILE  # the run folder's file names live in one module
+LOCK_FILE = ".lock"  # in the run folder; pipeline.rundir lists it among the folder's files
 
 
 @contextmanager

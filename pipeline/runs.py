@@ -14,7 +14,7 @@ import pandas as pd
 from pipeline.config import ConfigError, RunConfig
 from pipeline.files import atomic_write_bytes, current_umask
 from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, RunDir
-from pipeline.sweep.status import run_state
+from pipeline.sweep.status import planned_runs, run_state
 from pipeline.training.results import last_logged, logged_rows
 
 RUN_STATES = STATES  # one vocabulary: what `runs --status` filters on is what `sweep --status` and reports print
@@ -22,10 +22,13 @@ COLUMNS = ["id", "task", "model", "hidden", "lr", "seed", "status", "batches", "
            "train_fine", "test_coarse", "test_fine"]
 
 
-def run_row(config: RunConfig, run_dir: Path) -> dict:
+def run_row(config: RunConfig, run_dir: Path, halved: bool = False) -> dict:
     """One run's row: settings from its config, state and numbers from its directory (the final results when it
-    has them, else the last logged ones)."""
+    has them, else the last logged ones). ``halved``: successive halving stopped it at its budget (then finished
+    reads as pruned, as in ``sweep --status``)."""
     state = run_state(run_dir, config)
+    if halved and state == "finished":
+        state = "pruned"
     row = dict(id=run_dir.name, path=run_dir, task=config.task, model=config.model.name, hidden=config.model.hidden,
                lr=config.training.lr, seed=config.training.seed,
                status=state, batches=0, train_perplexity=math.nan,
@@ -56,7 +59,7 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None, tasks
 
         sweep = load_sweep(where)
         root = sweep_root(sweep, runs_root)
-        rows = [run_row(run, root / run.run_id()) for run in sweep.runs()]
+        rows = [run_row(run, root / run.run_id(), halved) for run, halved in planned_runs(sweep, runs_root)]
     elif where.is_dir():
         rows = []
         for config_file in sorted(where.glob("*/config.yaml")):
@@ -98,9 +101,9 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
     root = sweep_root(sweep, runs_root)
     dest = Path(dest)
     done = []
-    for run in sweep.runs():
+    for run, _ in planned_runs(sweep, runs_root):
         run_dir = root / run.run_id()
-        if run_state(run_dir, run) not in ("finished", "pruned"):
+        if run_state(run_dir, run) not in DONE:
             continue
         if memory_of(run.model.name) is not None:
             run_trace(run_dir, "test", TRACE_INDEX)
@@ -156,7 +159,7 @@ def _fill_pending(archived: Path, target: Path) -> bool:
     """Copy an archived run into the folder of the same run not yet begun (config.yaml alone), holding its lock so no
     worker starts it meanwhile; ``results.json``, which makes it finished, comes last. False if it began after all
     (logged a batch, or a worker holds it)."""
-    from pipeline.sweep.locks import run_lock
+    from pipeline.runlock import run_lock
 
     with run_lock(target) as lock:
         if not lock or RunDir(target).metrics_file.exists() or RunDir(target).results_file.exists():

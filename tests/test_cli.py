@@ -6,6 +6,7 @@ from typer.testing import CliRunner
 
 from pipeline import __version__
 from pipeline.cli import app
+from pipeline.paths import REPO_ROOT as REPO
 from pipeline.tasks import get_task
 
 runner = CliRunner()
@@ -101,3 +102,25 @@ def test_train_and_evaluate_refuse_bad_arguments_before_any_compute(args, expect
     assert result.exit_code != 0
     assert expected in flat(result.stderr)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_file_where_a_folder_should_be_is_one_line_not_a_traceback(tmp_path, monkeypatch):
+    """Issue 35, fault 9: the command line's one error boundary turns what the filesystem refuses into one line
+    naming the path (as root, a read-only folder is writable, so a file in a folder's place stands in for it)."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    runner = CliRunner()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    profile = REPO / "configs" / "smoke.yaml"
+    cases = [["report", str(profile), "--out", str(blocker), "--force"],
+             ["sweep", str(profile), "--runs-dir", str(blocker / "runs"), "--only", "copy-lstm1-*"]]
+    for args in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output and str(blocker) in result.stderr, (args, result.stderr)
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(blocker))
+    result = runner.invoke(app, ["generate", "copy"])
+    assert result.exit_code == 2 and str(blocker) in result.stderr and "Traceback" not in result.output

@@ -85,3 +85,40 @@ def test_a_training_key_added_later_keeps_earlier_run_ids_at_its_earlier_value()
     # the new value is a different run
     patient = from_dict(RunConfig, {"training": {"plateau_after_leaving_start": True}})
     assert patient.run_id() != RunConfig().run_id()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hidden", "1000000000"], "model.hidden must be at most 8,192, got 1000000000"),
+    (["--seed", "99999999999999999999"], "training.seed must lie in [0, 4294967295]"),
+])
+def test_sizes_and_seeds_out_of_range_are_refused_before_anything_is_created(tmp_path, args, message):
+    """Issue 35, fault 8: a MemoryError and a seed Lightning would replace were tracebacks that left a pending run
+    folder behind."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--run-dir", str(tmp_path / "run"), "--no-progress", *args])
+    assert result.exit_code == 2 and message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output and not (tmp_path / "run").exists()
+
+
+def test_a_binary_or_empty_config_and_a_huge_sample_are_refused_in_one_line(tmp_path):
+    """Issue 35, fault 10: a binary profile was a UnicodeDecodeError, an empty --config silently trained the defaults,
+    `sample -n 99999999999` asked numpy for 745 GiB."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    runner = CliRunner()
+    binary = tmp_path / "profile.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    result = runner.invoke(app, ["sweep", str(binary), "--status"])
+    assert result.exit_code == 2 and "not a text file (not UTF-8)" in result.output and "Traceback" not in result.output
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n")
+    result = runner.invoke(app, ["train", "--config", str(empty), "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    assert result.exit_code == 2 and "empty; give at least one key" in " ".join(result.output.split())
+    assert not (tmp_path / "run").exists()
+    result = runner.invoke(app, ["sample", "copy", "-n", "99999999999"])
+    assert result.exit_code == 2 and "it must be an integer <= 100,000" in " ".join(result.output.split())

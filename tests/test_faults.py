@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.config import ConfigError, RunConfig, SweepConfig, load_yaml, to_dict
 from pipeline.files import atomic_write_text
+from pipeline.runlock import claim_owner, run_lock
 from pipeline.sweep import load_sweep, summary, sweep_status
-from pipeline.sweep.locks import claim_owner, run_lock
 from pipeline.sweep.status import RunStatus, estimate_seconds_left
 from pipeline.training.run import train
 from pipeline.training.tracking import wandb_run_id
@@ -154,10 +154,14 @@ def test_yaml_off_is_the_tracking_setting_off(tmp_path):
 def test_an_empty_profile_and_a_foreign_run_directory_are_one_line_errors(tmp_path):
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
-    with pytest.raises(ConfigError, match="missing key 'name'"):
+    with pytest.raises(ConfigError, match="empty; give at least one key"):
         load_yaml(SweepConfig, empty)
     result = CliRunner().invoke(app, ["sweep", str(empty)])
-    assert result.exit_code == 2 and "missing key 'name'" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and "empty; give at least one key" in result.output
+    assert "Traceback" not in result.output
+    empty.write_text("description: no name\n")
+    with pytest.raises(ConfigError, match="missing key 'name'"):
+        load_yaml(SweepConfig, empty)
 
     train(tiny(max_batches=10), tmp_path / "run", progress=False)
     result = CliRunner().invoke(app, ["train", "--run-dir", str(tmp_path / "run"), "--lr", "0.01", "--no-progress"])

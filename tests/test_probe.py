@@ -9,8 +9,9 @@ from tiny import tiny, tiny_profile
 from typer.testing import CliRunner
 
 from pipeline.cli import app
-from pipeline.config import ConfigError, RunConfig, SweepConfig, from_dict
-from pipeline.sweep.locks import claim_owner, run_lock
+from pipeline.config import ConfigError, RunConfig, SweepConfig, from_dict, to_dict
+from pipeline.rundir import RunDir
+from pipeline.runlock import claim_owner, run_lock
 from pipeline.training.run import RunBusy, train
 
 runner = CliRunner()
@@ -88,6 +89,39 @@ def test_sigterm_stops_training_with_a_non_zero_exit_and_the_run_resumes(tmp_pat
     assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
 
 
+def test_ctrl_c_stops_training_with_130_and_a_line_and_the_run_resumes(tmp_path, monkeypatch):
+    """Issue 35, fault 6: Lightning turns a KeyboardInterrupt into exit status 1 with no message; the README
+    promises 130 and a line saying the run resumes."""
+    import os
+    import signal
+
+    from pipeline.training.module import TransductionModule
+
+    step = TransductionModule.training_step
+
+    def step_then_ctrl_c(self, batch, batch_idx):
+        if self.global_step == 25:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in the terminal sends
+        return step(self, batch, batch_idx)
+
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(TransductionModule, "training_step", step_then_ctrl_c)
+    result = runner.invoke(app, ["train", "--config", str(tiny_config_file(tmp_path, max_batches=60)),
+                                 "--run-dir", str(run_dir), "--no-progress"])
+    assert result.exit_code == 130, result.output
+    assert "stopped by an interrupt (Ctrl-C) at batch 2" in flat(result.stderr)
+    assert "run the same command again to resume" in flat(result.stderr)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+    monkeypatch.setattr(TransductionModule, "training_step", step)
+    assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
+
+
+def tiny_config_file(folder, **training):
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump(to_dict(tiny(**training))))
+    return path
+
+
 # -- rows 2, 3, 4: damaged run files are named, never silently reported from; a report never shrinks by accident --
 
 @pytest.fixture(scope="module")
@@ -137,10 +171,46 @@ def test_a_finished_run_whose_log_was_emptied_is_damaged_and_refuses_the_report(
         write_report(sweep, path, runs, tmp_path / "out", command="pytest")
 
 
+def edit_results(run_dir, **values):
+    import json
+
+    results = json.loads((run_dir / "results.json").read_text())
+    (run_dir / "results.json").write_text(json.dumps({**results, **values}))
+
+
+def cut_accuracy_by_length(run_dir):
+    lines = (run_dir / "accuracy_by_length.csv").read_text().splitlines(keepends=True)
+    (run_dir / "accuracy_by_length.csv").write_text("".join(lines[: len(lines) // 2]))
+
+
+def spoil_a_metrics_cell(run_dir):
+    text = (run_dir / "metrics.csv").read_text().splitlines(keepends=True)
+    header = text[0].rstrip("\n").split(",")
+    column = header.index("train/perplexity")
+    for i, line in enumerate(text[1:], 1):
+        cells = line.rstrip("\n").split(",")
+        if cells[column]:
+            cells[column] = "lots"
+            text[i] = ",".join(cells) + "\n"
+            break
+    (run_dir / "metrics.csv").write_text("".join(text))
+
+
+def cut_best_checkpoint(run_dir):
+    best = run_dir / "checkpoints" / "best.ckpt"
+    best.write_bytes(best.read_bytes()[: best.stat().st_size // 2])
+
+
 @pytest.mark.parametrize("damage, what", [
     (lambda d: (d / "results.json").write_text('{"batches": 2'), "results.json: not valid JSON"),
     (lambda d: (d / "results.json").write_text(""), "results.json: empty"),
     (lambda d: (d / "metrics.csv").write_bytes(b"\x00garbage\x00\n1,2\n"), "metrics.csv: no 'step' column"),
+    # issue 35, faults 3 and 4: values a run cannot write, a cut file, a cut checkpoint
+    (lambda d: edit_results(d, test_coarse=1.5), "results.json: test_coarse is 1.5, outside [0, 1]"),
+    (lambda d: edit_results(d, train_perplexity=float("nan")), "results.json: train_perplexity is nan"),
+    (cut_accuracy_by_length, "accuracy_by_length.csv: counts"),
+    (spoil_a_metrics_cell, "metrics.csv: train/perplexity at step 10 is 'lots', not a number"),
+    (cut_best_checkpoint, "best.ckpt: not a readable checkpoint"),
 ])
 def test_a_garbage_run_file_is_named_in_one_line_and_the_other_runs_are_still_listed(runs_copy, damage, what):
     path, runs = runs_copy
@@ -158,6 +228,8 @@ def test_a_garbage_run_file_is_named_in_one_line_and_the_other_runs_are_still_li
     assert re.search(rf"damaged\s+\d+/20\s+{victim.name}", result.stdout)
     assert re.search(rf"finished\s+20/20\s+{other.name}", result.stdout)
     assert what in result.stderr and "Traceback" not in result.output
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(runs.parent / "out")])
+    assert result.exit_code == 2 and what in flat(result.stderr) and "Traceback" not in result.output
 
 
 def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures_go(runs_copy, tmp_path):
@@ -349,8 +421,14 @@ def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_fol
     folder = runs / ".dashboard"
     assert result.stdout.split()[-2:] == ["leet", str(folder)]
     links = sorted(folder.iterdir())
-    assert [link.name for link in links] == [f"offline-run-20261125_120000-{r.name}" for r in (lstm, stack)]
+    # named by run id (task, model, hidden, lr, seed first), which an 80-column leet still shows; W&B's own folder
+    # names began with the date (issue 35)
+    assert [link.name for link in links] == [f"run-{r.name}" for r in (lstm, stack)]
     assert all(link.is_symlink() and (link / "files").is_dir() for link in links)
+    (lstm / "wandb" / f"offline-run-20261126_080000-{lstm.name}" / "files").mkdir(parents=True)  # resumed once
+    runner.invoke(app, ["dashboard", str(path), "--runs-dir", str(runs), "--print-only"])
+    assert sorted(p.name for p in folder.iterdir()) == [f"run-{lstm.name}-1", f"run-{lstm.name}-2",
+                                                        f"run-{stack.name}"]
     result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])  # a runs folder
     assert result.exit_code == 0 and [p.name for p in folder.iterdir()] == [links[1].name]  # rebuilt, filtered
     import shutil
@@ -416,3 +494,46 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     line = _compute_line(pd.concat([runs, gpu, wider]), sweep)
     assert "about 0.7 h of wall time" in line
     assert "1.5 CPU-hours over 2 runs with 6–12 worker(s) on Other CPU, 16 usable cores, GPU H200" in line
+
+
+# -- issue 35, faults 1 and 5: everything checked before anything in a finished run's folder changes ----------------
+
+def folder_snapshot(run_dir):
+    return {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+@pytest.mark.parametrize("loss", ["archived", "deleted", "truncated"])
+def test_extending_a_run_without_a_usable_checkpoint_changes_nothing(tmp_path, loss):
+    run_dir = tmp_path / "run"
+    train(tiny(max_batches=20), run_dir, progress=False)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if loss == "archived":  # restored from an archive: no checkpoints at all
+        import shutil
+
+        shutil.rmtree(run_dir / "checkpoints")
+    elif loss == "deleted":
+        last.unlink()
+    else:
+        last.write_bytes(last.read_bytes()[:1000])
+    before = folder_snapshot(run_dir)
+    result = runner.invoke(app, ["train", "--run-dir", str(run_dir), "--max-batches", "40", "--no-progress"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert ("cannot be continued to 40; nothing was changed" in flat(result.stderr) if loss != "truncated"
+            else "last.ckpt: not a readable checkpoint" in flat(result.stderr))
+    assert folder_snapshot(run_dir) == before  # results.json not renamed, config.yaml's budget as it was
+    assert RunDir(run_dir).state() == "finished"
+
+
+def test_a_finished_run_whose_config_was_edited_is_named_and_left_alone(tmp_path):
+    run_dir = tmp_path / "run"
+    train(tiny(max_batches=20), run_dir, progress=False)
+    config = run_dir / "config.yaml"
+    config.write_text(config.read_text().replace("hidden: 8", "hidden: 16"))
+    before = folder_snapshot(run_dir)
+    for extra in ([], ["--max-batches", "40"]):
+        result = runner.invoke(app, ["train", "--run-dir", str(run_dir), "--no-progress", *extra])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "results.json: trained with hidden 8, where config.yaml says 16" in flat(result.stderr)
+        assert folder_snapshot(run_dir) == before
+    result = runner.invoke(app, ["runs", str(tmp_path)])
+    assert "damaged" in result.stdout and "where config.yaml says 16" in flat(result.stderr)

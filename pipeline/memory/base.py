@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from pipeline.checks import check_integer
-from pipeline.memory.steps import SingleEndedStep
+from pipeline.memory.steps import SingleEndedStep, value_handle
 
 DEFAULT_CAPACITY = 64  # steps preallocated when no capacity is given; the buffer doubles when full
 
@@ -66,11 +66,6 @@ class ValueRows:
         data = self._data.new_empty(self.batch_size, capacity, self.width)
         data[:, lo : lo + n] = self.view()
         self._data, self._lo, self._hi = data, lo, lo + n
-
-
-def value_handle(like: Tensor, rows: int) -> Tensor:
-    """A (B, rows, m) tensor of zeros that owns no memory; it only carries the value rows' gradient (see above)."""
-    return like.new_zeros(()).expand(like.shape[0], rows, like.shape[-1])
 
 
 def check_capacity(capacity: int | None) -> int:

@@ -38,6 +38,19 @@ class MemoryKind:
     def reads(self) -> int:
         return len(self.read_ends)
 
+    def signal_labels(self) -> tuple[str, ...]:
+        """How logs and reports name each (push, pop, value) triple: nothing for a memory with one (``memory/
+        push_source``), else the end it pushes at (``memory/push_source_top``, ``..._bottom``)."""
+        return ("",) if self.ends == 1 else tuple(self.push_ends)
+
+    def bias_index(self, signal: str, end: str) -> int | None:
+        """Where the push (``signal="push"``) or pop (``"pop"``) of the triple that pushes at ``end`` sits in the
+        signal head's bias, laid out [d (ends), u (ends), v ...]; None where no triple pushes at that end."""
+        if end not in self.push_ends:
+            return None
+        k = self.push_ends.index(end)
+        return k if signal == "push" else self.ends + k
+
     # -- the readable memory, one step at a time (the reference path) --------------------------------------------
     def new_memory(self, batch_size: int, width: int, capacity: int | None = None) -> Memory:
         raise NotImplementedError

@@ -34,6 +34,12 @@ from torch.autograd.function import once_differentiable
 from pipeline.memory.operations import PopTrace, ReadTrace, pop_backward, pop_forward, read_backward, read_forward
 
 
+def value_handle(like: Tensor, rows: int) -> Tensor:
+    """A (B, rows, m) tensor of zeros that owns no memory; it only carries the value rows' gradient back to the
+    memory's value store (:class:`pipeline.memory.base.Memory` explains the arrangement)."""
+    return like.new_zeros(()).expand(like.shape[0], rows, like.shape[-1])
+
+
 class SingleEndedTrace(NamedTuple):
     pop: PopTrace
     read: ReadTrace
@@ -128,7 +134,6 @@ class SingleEndedStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, s_prev, rows_prev, v, d, u, rows, from_top: bool, read_from_top: bool | None = None):
-        from pipeline.memory.base import value_handle
 
         del rows_prev  # carries only the value rows' gradient
         rows.append_top(v)  # eq. 1: the new row goes on top, whatever d is
@@ -157,7 +162,6 @@ class DeQueStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, s_prev, rows_prev, v_top, v_bot, d_top, d_bot, u_top, u_bot, rows):
-        from pipeline.memory.base import value_handle
 
         del rows_prev  # carries only the value rows' gradient
         rows.append_bottom(v_bot)  # eq. 6

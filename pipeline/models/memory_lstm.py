@@ -74,15 +74,15 @@ class MemoryLSTM(TransductionModel):
         # One projection for all memory signals: [d (ends), u (ends), v (ends * m)], ends ordered (top, bottom).
         self.signals = nn.Linear(hidden, self.ends * (2 + memory_width))
         with torch.no_grad():
-            # bias layout: [d_1, (d_2,) u_1, (u_2,) v ...], a two-ended memory's second end its bottom; None leaves
-            # nn.Linear's initialisation
+            # bias layout: [d (ends), u (ends), v ...]; the memory says where each end's signals sit. None leaves
+            # nn.Linear's initialisation; a memory without a bottom end ignores the bottom biases.
             self.signals.bias[self.ends : 2 * self.ends].fill_(pop_bias)
             if push_bias is not None:
                 self.signals.bias[: self.ends].fill_(push_bias)
-            if self.ends == 2 and bottom_push_bias is not None:
-                self.signals.bias[1] = bottom_push_bias
-            if self.ends == 2 and bottom_pop_bias is not None:
-                self.signals.bias[3] = bottom_pop_bias
+            for signal, value in (("push", bottom_push_bias), ("pop", bottom_pop_bias)):
+                index = memory.bias_index(signal, "bottom")
+                if value is not None and index is not None:
+                    self.signals.bias[index] = value
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, get_task
+from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES, get_task, has_length_choice
 from pipeline.tasks.itg import GrammarTask
 
-GRAMMAR_TASKS = ("svo_sov", "gender")
+GRAMMAR_TASKS = tuple(name for name in TASK_NAMES if has_length_choice(name))  # the registry's grammar tasks
 MAX_LENGTH = max(high for _, high in SPLITS.values())  # derivations are cut off (and counted) beyond this
 BIN_WIDTH = 8
 

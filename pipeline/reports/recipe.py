@@ -38,11 +38,7 @@ RUN_COLUMNS = ["task", "model", "choice", "lr", "seed", "state", "batches", "max
 
 def labelled_runs(sweep: SweepConfig) -> list[tuple[str, object]]:
     """(choice, run config) for every run of the grid: a block's ``label``, else ``grid[i]``."""
-    out = []
-    for where, run in sweep.runs_with_origin():
-        index = int(where.split("]")[0].removeprefix("grid["))
-        out.append((sweep.grid[index].label or f"grid[{index}]", run))
-    return out
+    return [(sweep.grid[index].label or f"grid[{index}]", run) for index, _, run in sweep.runs_by_block()]
 
 
 def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | None:
@@ -63,9 +59,9 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
         run = status.config
         log = logged_rows(status.run_dir)
         # a two-ended memory (the DeQue) logs memory/push_source_top and _bottom; one-ended memories memory/push_source
-        memory = memory_of(run.model.name)
-        deque = memory is not None and memory.ends == 2
-        memory = {name: last_logged(log, "memory/" + (name if name.endswith("_bottom") or not deque else name + "_top"))
+        kind = memory_of(run.model.name)
+        top = "_top" if kind is not None and "top" in kind.signal_labels() else ""
+        memory = {name: last_logged(log, "memory/" + (name if name.endswith("_bottom") else name + top))
                   for name in MEMORY_COLUMNS}
         rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,
                          seed=run.training.seed, state=status.state, batches=status.batches_done,

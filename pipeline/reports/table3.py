@@ -25,10 +25,10 @@ import pandas as pd
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash
 from pipeline.models import DISPLAY_NAMES
 from pipeline.reports.published import table3 as published_table3
-from pipeline.rundir import DamagedRun, RunDir
+from pipeline.rundir import DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
-from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values, stop_reason
+from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
 from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_improving, trend_span
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")

@@ -5,7 +5,7 @@ Each grid point is a run directory ``runs/<profile>/<run id>/`` (see :mod:`pipel
 * :mod:`~pipeline.sweep.grid`: loading a profile, preparing its run directories;
 * :mod:`~pipeline.sweep.status`: the state of every run (finished, failed, running, interrupted, pending), the time
   left, and why a run is unfinished;
-* :mod:`~pipeline.sweep.locks`: the per-run lock that keeps two workers off one run;
+* :mod:`~pipeline.runlock`: the per-run lock that keeps two workers off one run;
 * :mod:`~pipeline.sweep.worker`: one run, as a worker executes it; failures recorded, never raised;
 * :mod:`~pipeline.sweep.local`: the local process pool; :mod:`~pipeline.sweep.lifetime`: its workers die with it;
 * :mod:`~pipeline.sweep.slurm`: the same runs as a SLURM job array through submitit.

@@ -74,7 +74,7 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
     """Rename run directories made under an older run-id scheme (the hash once covered the budget) to the id their
     config has now, so that an upgrade resumes a grid instead of starting it over. A directory is adopted only if it
     is not locked and its config is a run of this grid up to the budget. Returns (old name, new name) pairs."""
-    from pipeline.sweep.locks import is_locked
+    from pipeline.runlock import is_locked
 
     root = sweep_root(sweep, runs_root)
     wanted = {run.run_id(): run for run in sweep.runs()}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.provenance import git_commit
 from pipeline.rundir import RunDir
-from pipeline.sweep.locks import claim_owner, run_lock
+from pipeline.runlock import claim_owner, run_lock
 from pipeline.sweep.status import run_state
 
 

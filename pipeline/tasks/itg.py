@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.paths import GRAMMAR_DIR
 from pipeline.tasks.base import (
     DEFAULT_LENGTH_DISTRIBUTION,
     Pair,
@@ -15,9 +16,6 @@ from pipeline.tasks.base import (
     check_split,
 )
 from pipeline.tasks.grammar import Grammar
-
-# The grammars are data, kept with the other configs at the repository root (the package is installed editable).
-GRAMMAR_DIR = Path(__file__).resolve().parents[2] / "configs" / "grammars"
 
 
 class GrammarTask(Task):

@@ -28,19 +28,18 @@ import torch
 from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from pipeline.config import ConfigError, RunConfig
+from pipeline.config import ConfigError, RunConfig, stored_run_config
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.files import atomic_write_text
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import current_command, git_commit, lock_hash, machine, workers_sharing
-from pipeline.rundir import DamagedRun, RunDir
+from pipeline.rundir import DamagedRun, RunDir, results_cover, stop_reason
+from pipeline.runlock import claim_owner, lock_owner, run_lock
 from pipeline.runtime import configure_cpu_process, resolve_device
-from pipeline.sweep.locks import claim_owner, lock_owner, run_lock
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
-from pipeline.training.results import results_cover, stop_reason
 
 EVAL_SPLITS = ("train", "test", "long")
 
@@ -174,7 +173,7 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     ``reopen``. A directory that has logged batches but lost ``last.ckpt`` is refused unless ``restart``, which
     trains the run again from batch 0 (its metrics, checkpoints and results are replaced).
 
-    Only one process trains a run directory: this takes its lock (:mod:`pipeline.sweep.locks`) and raises
+    Only one process trains a run directory: this takes its lock (:mod:`pipeline.runlock`) and raises
     :class:`RunBusy` when another process holds it; ``locked`` says the caller (a sweep worker) holds it already."""
     config.validate()
     resolve_device(accelerator)  # an unknown accelerator, or cuda where there is none: refused before any work
@@ -200,12 +199,69 @@ class RunStopped(KeyboardInterrupt):
         self.exit_code = exit_code
 
 
+class CtrlC(Exception):
+    """SIGINT during training, raised in place of KeyboardInterrupt: Lightning answers a KeyboardInterrupt with
+    ``sys.exit(1)`` and no word, where a stopped run should say so and exit 130 (:class:`RunStopped`)."""
+
+
+@contextmanager
+def ctrl_c_as_exception():
+    """While training, Ctrl-C raises :class:`CtrlC` (outside the main thread, where signals cannot be handled, this
+    changes nothing)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise CtrlC()
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class RunBusy(ConfigError):
     """The run directory's lock is held by another process (a ``transduce train`` or a sweep worker)."""
 
 
+def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: bool) -> None:
+    """Everything that would refuse to continue a finished run, checked before anything in its folder changes (its
+    config's budget, its results' name): stored results that belong to another config (its config.yaml edited
+    since), and a run to be extended or reopened that has no readable ``last.ckpt`` (an archived run keeps none).
+    Refused with one line; the folder is left exactly as it was."""
+    folder = RunDir(run_dir)
+    if restart or not folder.results_file.exists():
+        return
+    stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
+    if stored is None:
+        return
+    extend = not results_cover(stored, config)
+    reopening = reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches
+    if not (extend or reopening):
+        return
+    last = folder.last_checkpoint
+    if not last.exists():
+        raise ConfigError(f"{run_dir} finished at {stored['batches']:,} batches and has no checkpoints/last.ckpt (an "
+                          "archived run keeps none), so it cannot be continued to "
+                          f"{config.training.max_batches:,}; nothing was changed. `--restart` trains it again from "
+                          "batch 0 to the new budget")
+    checkpoint = read_checkpoint(last, run_dir)  # a damaged one is named, before anything changes
+    try:
+        trained = stored_run_config(checkpoint.get("hyper_parameters") or {}).identity()
+    except ConfigError:  # a checkpoint from before a config key existed: nothing to compare with
+        return
+    if trained != config.identity():
+        raise ConfigError(f"{last} was trained with another config than {run_dir}'s config.yaml (edited after it "
+                          "trained?); put the config back, or train the new one in another directory")
+
+
 def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: bool, restart: bool, reopen: bool,
            accelerator: str) -> dict:
+    check_continuable(config, run_dir, restart, reopen)
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     if restart:
         RunDir(run_dir).clear()
@@ -234,9 +290,12 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
     with quiet_lightning():
         trainer = build_trainer(config, run_dir, monitor, resume_step, progress, accelerator)
         try:
-            trainer.fit(module, ckpt_path=last)
+            with ctrl_c_as_exception():
+                trainer.fit(module, ckpt_path=last)
         except SIGTERMException:  # Lightning's: a SystemExit with status 0, which would read as success
             raise RunStopped(run_dir, trainer.global_step, "SIGTERM", 128 + signal.SIGTERM) from None
+        except CtrlC:
+            raise RunStopped(run_dir, trainer.global_step, "an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
     if trainer.interrupted:  # stopped from outside (Ctrl-C): the run is unfinished and resumes next time
         raise RunStopped(run_dir, trainer.global_step, "an interrupt", 128 + signal.SIGINT)
 
