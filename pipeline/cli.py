@@ -282,7 +282,7 @@ def sweep(
                                         "e.g. '*-lstm[48]-*' to send the deep LSTMs to a GPU machine."),
 ) -> None:
     """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
-    from pipeline.sweep import default_workers, run_local, submit_slurm, summary, sweep_status
+    from pipeline.sweep import default_workers, submit_slurm, summary, sweep_status
     from pipeline.sweep.grid import check_only
 
     config = _load_profile(profile)
@@ -299,8 +299,22 @@ def sweep(
                      array_parallelism=array_parallelism, wait=wait, echo=typer.echo, retry_pruned=retry_pruned,
                      only=only)
     else:
-        _exit_if_unfinished(run_local(config, runs_dir, workers=workers, retry_failed=retry_failed, echo=typer.echo,
-                                      retry_pruned=retry_pruned, only=only), only)
+        _exit_if_unfinished(_run_local(config, runs_dir, only=only, workers=workers, retry_failed=retry_failed,
+                                       retry_pruned=retry_pruned), only)
+
+
+def _run_local(config, runs_dir, only=(), **options):
+    """The local pool over a profile (sweep, study); stopped from outside (SIGTERM, Ctrl-C), it says so, lists the
+    unfinished runs and exits with the signal's status (143, 130)."""
+    from pipeline.sweep import run_local, sweep_status
+    from pipeline.sweep.local import SweepStopped
+
+    try:
+        return run_local(config, runs_dir, echo=typer.echo, only=only, **options)
+    except SweepStopped as stop:
+        typer.echo(f"Stopped by {stop.why}: the same command resumes the sweep where it stopped.", err=True)
+        _exit_if_unfinished(sweep_status(config, runs_dir), only, exit_code=stop.exit_code)
+        raise typer.Exit(code=stop.exit_code) from None
 
 
 def _warn_damaged(run_dirs) -> None:
@@ -309,9 +323,10 @@ def _warn_damaged(run_dirs) -> None:
         typer.echo(f"Warning: damaged run: {RunDir(run_dir).damage()}", err=True)
 
 
-def _exit_if_unfinished(statuses, only=()) -> None:
+def _exit_if_unfinished(statuses, only=(), exit_code: int = 1) -> None:
     """A sweep succeeds only when every run of its grid (or of its ``--only`` selection) is finished; otherwise it
-    says which and why, and exits 1 (so that `make reproduce` does too)."""
+    says which and why, and exits ``exit_code`` (1; a stopped sweep, its signal's: so that `make reproduce` fails
+    too)."""
     from pipeline.sweep import unfinished
     from pipeline.sweep.grid import selected
 
@@ -320,7 +335,7 @@ def _exit_if_unfinished(statuses, only=()) -> None:
         typer.echo(f"{len(lines)} run(s) of the grid are not finished:", err=True)
         for line in lines:
             typer.echo(f"  {line}", err=True)
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=exit_code)
 
 
 @app.command()
@@ -483,12 +498,10 @@ def study(
     """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
     from pipeline.reports.kinds import check_kind
     from pipeline.reports.recipe import write_study_report
-    from pipeline.sweep import run_local
 
     config = _load_profile(profile)
     check_kind(out if out is not None else config.reports_dir(), "study")  # before any training (a profile's report)
-    statuses = [] if report_only else run_local(config, runs_dir, workers=workers, retry_failed=retry_failed,
-                                                echo=typer.echo)
+    statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
     # the command that makes the report (--report-only writes the same one from the same runs)
     typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
     _exit_if_unfinished(statuses)

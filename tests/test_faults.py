@@ -215,3 +215,21 @@ def test_asking_for_cuda_without_one_is_a_one_line_error(tmp_path):
                     ["inspect", str(tmp_path / "run"), "--accelerator", "cuda"]):
         result = CliRunner().invoke(app, command)
         assert result.exit_code == 2 and "torch sees no CUDA device" in result.output, result.output
+
+
+def test_a_sigterm_stops_a_sweep_with_143_and_lists_its_unfinished_runs(tmp_path):
+    """Issue 35, fault 6: SIGTERM on a sweep exited 130 (SIGINT's status) without a word on its runs."""
+    path = tiny_profile(tmp_path, "stopped", workers=2, max_batches=100_000, eval_every=10_000)
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all(s.batches_done >= 10 for s in sweep_status(sweep, runs)):
+        time.sleep(0.3)  # both runs have a checkpoint to resume from
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr
+    assert "Stopped by SIGTERM: the same command resumes the sweep where it stopped." in stderr
+    assert "2 run(s) of the grid are not finished:" in stderr and "Traceback" not in stderr
+    assert {s.state for s in sweep_status(sweep, runs)} == {"interrupted"}  # the workers were waited for

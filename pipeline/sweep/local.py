@@ -40,7 +40,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     def stop_children(signum, frame):  # a polite stop of the sweep stops its runs; they resume next time
         for child in children:
             child.terminate()
-        raise KeyboardInterrupt
+        raise SweepStopped("SIGTERM", 128 + signal.SIGTERM)
 
     previous = signal.signal(signal.SIGTERM, stop_children)
     last_report = 0.0
@@ -73,13 +73,29 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 last_report = time.monotonic()
             if not queue and not children:  # all done: successive halving may have promoted runs to a next rung
                 queue = replan(sweep, runs_root, only, configs, attempted)
+    except KeyboardInterrupt:  # Ctrl-C reaches the workers too (one process group); said like SIGTERM
+        raise SweepStopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         for child in children:
             child.terminate()
+        for child in children:  # their runs save nothing more, but their locks go only with them: wait, briefly
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
     statuses = sweep_status(sweep, runs_root)
     echo(f"sweep {sweep.name}: " + summary(statuses, workers, measured))
     return statuses
+
+
+class SweepStopped(Exception):
+    """The sweep was stopped from outside (``why``: SIGTERM, Ctrl-C) with runs unfinished; ``exit_code`` is the
+    shell's for that signal (143, 130). Its workers were stopped and waited for: rerunning the sweep resumes them."""
+
+    def __init__(self, why: str, exit_code: int):
+        super().__init__(why)
+        self.why, self.exit_code = why, exit_code
 
 
 def replan(sweep: SweepConfig, runs_root: Path | None, only, configs: dict, attempted: set) -> list[Path]:
