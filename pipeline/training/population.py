@@ -1,0 +1,227 @@
+"""Population training, first piece (issue 36): P deep-LSTM runs trained as one model, one step for all of them.
+
+On a GPU one run of these models is bound by kernel launches, not arithmetic; P runs whose parameters are stacked on
+a leading *population* dimension do P times the work with the same launches (``../shared/design/population.md``).
+This module holds the step itself, for the deep LSTMs, on any device, without graph capture yet:
+
+* :class:`PopulationLSTM`: the parameters of P :class:`~pipeline.models.deep_lstm.DeepLSTM` members of one
+  architecture and vocabulary, stacked as ``[P, ...]`` tensors, copied from the members as they were initialised.
+  ``nn.LSTM`` has no batched-over-members form (cuDNN has no vmap rule), so each layer is an explicit cell whose
+  gate products are batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o).
+* :func:`population_step`: what one training step of a single run does (``TransductionModule.training_step``, then
+  Lightning's gradient clipping and ``torch.optim.RMSprop``), per member: each member's mean loss over its own target
+  tokens, its gradient clipped by its own norm (``clip_grad_norm_`` over one member's slices, never across members),
+  and RMSProp with its own learning rate. Members may differ in seed, learning rate and task (tasks with one
+  vocabulary: the synthetic ones share theirs); each member's batches are its own stream's, padded to the longest.
+
+``tests/test_population.py`` checks in float64 that every member after 50 steps equals the same run trained alone
+(loss, every parameter, RMSProp's state, to 1e-9). Still to come (issue 36): the memory models, a member per run
+folder with its checkpoints and logs, CUDA-graph capture, sweeps that pack runs into populations, the bench.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from pipeline.data.encoding import IGNORE_INDEX, Batch
+from pipeline.models.deep_lstm import DeepLSTM
+from pipeline.models.memory_lstm import MemoryLSTM
+
+
+class Population(nn.Module):
+    """The parameters of P members of one architecture and vocabulary, stacked as ``[P, ...]`` tensors copied from
+    the members as they were initialised; the embedding and the readout every model shares (``models.base``). A
+    subclass runs the recurrent core."""
+
+    def __init__(self, members: list[nn.Module]) -> None:
+        super().__init__()
+        if not members:
+            raise ValueError("a population needs at least one member")
+        shapes = {tuple((name, tuple(p.shape)) for name, p in m.named_parameters()) for m in members}
+        if len(shapes) != 1:
+            raise ValueError("every member of a population must have the same architecture and vocabulary sizes")
+        self.size = len(members)
+        self.names = [name for name, _ in members[0].named_parameters()]
+        stacked = {name: torch.stack([dict(m.named_parameters())[name].detach() for m in members])
+                   for name in self.names}
+        # "layers.0.weight_ih_l0" -> "layers_0_weight_ih_l0": ParameterDict keys may not hold dots
+        self.weights = nn.ParameterDict({self.key(n): nn.Parameter(t.clone()) for n, t in stacked.items()})
+
+    @staticmethod
+    def key(name: str) -> str:
+        return name.replace(".", "_")
+
+    def member(self, name: str) -> Tensor:
+        """The stacked ``[P, ...]`` tensor of one of the members' parameters, by its name in a member."""
+        return self.weights[self.key(name)]
+
+    def ordered_parameters(self) -> list[nn.Parameter]:
+        """The stacked parameters in the members' own order (``names``; a ParameterDict lists its keys sorted)."""
+        return [self.member(name) for name in self.names]
+
+    def member_state_dict(self, k: int) -> dict[str, Tensor]:
+        """Member ``k``'s parameters under the member's names: what its own run's checkpoint holds."""
+        return {name: self.member(name)[k].detach().clone() for name in self.names}
+
+    def linear(self, x: Tensor, name: str) -> Tensor:
+        """``x @ W^T + b`` per member for the members' ``nn.Linear`` called ``name``: x (P, N, in) -> (P, N, out)."""
+        weight, bias = self.member(f"{name}.weight"), self.member(f"{name}.bias")
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+    def embed(self, inputs: Tensor) -> Tensor:
+        """Input embeddings (P, B, L, E) of ids (P, B, L)."""
+        P, B, L = inputs.shape
+        embedding = self.member("embed.weight")  # (P, V_in, E)
+        x = torch.gather(embedding, 1, inputs.reshape(P, B * L, 1).expand(-1, -1, embedding.shape[-1]))
+        return x.reshape(P, B, L, -1)
+
+    def readout(self, top: Tensor) -> Tensor:
+        """Logits (P, B, L, V_out) of the core's outputs (P, B, L, H): o = tanh(W_o h + b_o), then E_out o + b."""
+        P, B, L, _ = top.shape
+        o = torch.tanh(self.linear(top.reshape(P, B * L, -1), "readout.project"))
+        return self.linear(o, "readout.output_embedding").reshape(P, B, L, -1)
+
+    @staticmethod
+    def cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        """An LSTM cell's update from its pre-activation gates, in nn.LSTM's order (i, f, g, o)."""
+        i, f, g, o = gates.chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+
+class PopulationLSTM(Population):
+    """P :class:`~pipeline.models.deep_lstm.DeepLSTM` members: each layer an explicit cell with the input skip."""
+
+    def __init__(self, members: list[DeepLSTM]) -> None:
+        super().__init__(members)
+        self.layers = len(members[0].layers)
+
+    def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits (P, B, L, V_out) for input ids (P, B, L). Right padding needs no mask: it comes
+        after every real position of its row, and a left-to-right LSTM never lets it reach one."""
+        P, B, L = inputs.shape
+        x = self.embed(inputs)
+        below = None
+        for layer in range(self.layers):
+            w_hh = self.member(f"layers.{layer}.weight_hh_l0")  # (P, 4H, H)
+            w_ih = self.member(f"layers.{layer}.weight_ih_l0")  # (P, 4H, in)
+            bias = self.member(f"layers.{layer}.bias_ih_l0") + self.member(f"layers.{layer}.bias_hh_l0")  # (P, 4H)
+            layer_in = x if below is None else torch.cat([x, below], dim=-1)  # the input skip (models.deep_lstm)
+            # every position's input product at once: (P, B·L, in) @ (P, in, 4H)
+            gates_in = torch.baddbmm(bias.unsqueeze(1), layer_in.reshape(P, B * L, -1), w_ih.transpose(1, 2))
+            gates_in = gates_in.reshape(P, B, L, -1)
+            h = self.member("h0")[:, layer].unsqueeze(1).expand(P, B, -1)
+            c = self.member("c0")[:, layer].unsqueeze(1).expand(P, B, -1)
+            outputs = []
+            for t in range(L):
+                h, c = self.cell(torch.baddbmm(gates_in[:, :, t], h, w_hh.transpose(1, 2)), c)
+                outputs.append(h)
+            below = torch.stack(outputs, dim=2)  # (P, B, L, H)
+        return self.readout(below)
+
+
+class PopulationMemoryLSTM(Population):
+    """P :class:`~pipeline.models.memory_lstm.MemoryLSTM` members (one memory kind): the controller cell and the
+    signal head per member, batched; the memory, which has no weights, is one memory of P·B rows, stepped by its
+    kind's reference step (the equations of ``pipeline.memory``). Padding never pushes or pops (d, u forced to 0 past
+    a row's length), as in the single model."""
+
+    def __init__(self, members: list[MemoryLSTM]) -> None:
+        super().__init__(members)
+        kinds = {type(m.memory) for m in members}
+        if len(kinds) != 1:
+            raise ValueError("every member of a population must have the same memory")
+        self.memory, self.memory_width, self.ends = members[0].memory, members[0].memory_width, members[0].ends
+
+    def forward(self, inputs: Tensor, lengths: Tensor) -> Tensor:
+        """Teacher-forced logits (P, B, L, V_out) for input ids (P, B, L) with each row's length (P, B)."""
+        P, B, L = inputs.shape
+        x = self.embed(inputs)
+        live = (torch.arange(L, device=lengths.device) < lengths.unsqueeze(-1)).to(x.dtype)  # (P, B, L)
+        w_ih, w_hh = self.member("controller.weight_ih"), self.member("controller.weight_hh")
+        bias = self.member("controller.bias_ih") + self.member("controller.bias_hh")
+        h = self.member("h0").unsqueeze(1).expand(P, B, -1)
+        c = self.member("c0").unsqueeze(1).expand(P, B, -1)
+        memory = self.memory.new_memory(P * B, self.memory_width, capacity=L)
+        reads = x.new_zeros(P, B, self.memory.reads * self.memory_width)
+        e = self.ends
+        outputs = []
+        for t in range(L):
+            controller_in = torch.cat([x[:, :, t], reads], dim=-1)
+            gates = torch.baddbmm(torch.baddbmm(bias.unsqueeze(1), controller_in, w_ih.transpose(1, 2)), h,
+                                  w_hh.transpose(1, 2))
+            h, c = self.cell(gates, c)
+            z = self.linear(h, "signals")  # [d (ends), u (ends), v (ends · m)]
+            alive = live[:, :, t].unsqueeze(-1)
+            d, u = torch.sigmoid(z[..., :e]) * alive, torch.sigmoid(z[..., e : 2 * e]) * alive
+            v = torch.tanh(z[..., 2 * e :])
+            reads = self.memory.reference_step(memory, v.reshape(P * B, -1), d.reshape(P * B, -1),
+                                               u.reshape(P * B, -1)).reshape(P, B, -1)
+            outputs.append(h)
+        return self.readout(torch.stack(outputs, dim=2))
+
+
+def stack_batches(batches: list[Batch]) -> tuple[Tensor, Tensor, Tensor]:
+    """One batch per member, right-padded to the longest: inputs and targets (P, B, L) and lengths (P, B). Padding
+    is input 0 (any id: it comes after every real position) and target IGNORE_INDEX (never scored)."""
+    if len({b.inputs.shape[0] for b in batches}) != 1:
+        raise ValueError("every member of a population trains on batches of one size")
+    L = max(b.inputs.shape[1] for b in batches)
+    inputs = torch.stack([F.pad(b.inputs, (0, L - b.inputs.shape[1]), value=0) for b in batches])
+    targets = torch.stack([F.pad(b.targets, (0, L - b.targets.shape[1]), value=IGNORE_INDEX) for b in batches])
+    return inputs, targets, torch.stack([b.lengths for b in batches])
+
+
+class PopulationRMSprop:
+    """``torch.optim.RMSprop`` (no momentum, not centred, no weight decay: the single run's) with a learning rate per
+    member, ``lr`` (P,): square_avg = alpha·square_avg + (1 - alpha)·g², then p -= lr · g / (sqrt(square_avg) + eps)."""
+
+    def __init__(self, params: list[Tensor], lr, alpha: float, eps: float) -> None:
+        # the rates as exact as the single runs' Python floats (a float32 tensor would round 1e-3 to 1.00000005e-3)
+        self.params, self.lr, self.alpha, self.eps = params, torch.as_tensor(lr, dtype=torch.float64), alpha, eps
+        self.square_avg = [torch.zeros_like(p) for p in params]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p, avg in zip(self.params, self.square_avg):
+            if p.grad is None:
+                continue
+            avg.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
+            lr = self.lr.to(p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
+            p.sub_(lr * p.grad / (avg.sqrt() + self.eps))
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+
+@torch.no_grad()
+def clip_per_member(params: list[Tensor], max_norm: float) -> Tensor:
+    """``clip_grad_norm_`` (Lightning's "norm" clipping, the single run's) applied to each member on its own: the
+    2-norm over one member's slices of every gradient, each member's slices scaled by min(1, max_norm / (norm +
+    1e-6)). Returns the norms before clipping (P,)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1) for g in grads]).norm(dim=0)  # (P,)
+    scale = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(scale.to(g.dtype).reshape(-1, *([1] * (g.dim() - 1))))
+    return norms
+
+
+def population_step(model: PopulationLSTM, optimizer: PopulationRMSprop, batches: list[Batch],
+                    clip: float) -> Tensor:
+    """One training step of every member on its own batch: returns each member's loss (P,) (its mean negative
+    log-likelihood per target token, what its single run's ``training_step`` returns)."""
+    inputs, targets, lengths = stack_batches(batches)
+    logits = model(inputs, lengths)
+    nll = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none")
+    nll = nll.reshape(targets.shape).sum(dim=(1, 2))  # (P,)
+    tokens = torch.stack([b.target_lengths.sum() for b in batches]).to(nll.dtype)
+    losses = nll / tokens
+    optimizer.zero_grad()
+    losses.sum().backward()  # a sum over members: no member's gradient is scaled by another's
+    clip_per_member(optimizer.params, clip)
+    optimizer.step()
+    return losses.detach()

@@ -1,0 +1,101 @@
+"""Population training's step (pipeline/training/population.py): in float64, every member of a population of deep
+LSTMs that differ in seed, learning rate and task equals the same run trained alone, step for step: loss, every
+parameter, RMSProp's state (issue 36's equivalence, for the deep LSTMs)."""
+
+import lightning as L
+import pytest
+import torch
+
+from pipeline.config import RunConfig, from_dict, to_dict
+from pipeline.data.stream import TrainingBatches
+from pipeline.training.module import TransductionModule
+from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
+
+STEPS = 50
+
+
+def member_config(task, seed, lr, model):
+    name = f"lstm{model}" if isinstance(model, int) else model
+    return from_dict(RunConfig, {"task": task, "model": {"name": name, "hidden": 12, "embedding": 6, "memory_width": 5},
+                                 "training": {"seed": seed, "lr": lr}, "tracking": {"wandb": "off"}})
+
+
+def single_run(config, dtype=torch.float64):
+    """A run's module as training builds it (seeded as train() seeds it), in ``dtype``, and its batches."""
+    L.seed_everything(config.training.seed, workers=True, verbose=False)
+    module = TransductionModule.from_config(config).to(dtype)
+    t = config.training
+    batches = TrainingBatches(module.task, module.vocab, seed=t.seed, batch_size=t.batch_size, pool=t.length_pool)
+    return module, batches
+
+
+def train_alone(config, steps, dtype=torch.float64):
+    """What a single run's loop does each step (Lightning with gradient_clip_algorithm "norm", torch's RMSprop):
+    the losses, and the module and optimizer after ``steps`` steps."""
+    module, batches = single_run(config, dtype)
+    t = config.training
+    optimizer = torch.optim.RMSprop(module.parameters(), lr=t.lr, alpha=t.rmsprop_alpha, eps=t.rmsprop_eps)
+    losses = []
+    for step in range(steps):
+        loss = module.training_step(batches.batch(step), step)["loss"]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), t.clip)
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses, module, optimizer
+
+
+@pytest.mark.parametrize("model", [1, 2, "stack", "queue", "deque"])
+def test_every_member_equals_its_run_trained_alone(model):
+    configs = [member_config("copy", 3, 1e-3, model), member_config("reversal", 7, 5e-3, model),
+               member_config("bigram_flip", 11, 5e-4, model)]
+    singles = [single_run(c) for c in configs]
+    population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    t = configs[0].training
+    optimizer = PopulationRMSprop(population.ordered_parameters(), [c.training.lr for c in configs],
+                                  t.rmsprop_alpha, t.rmsprop_eps)
+    losses = [population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip)
+              for step in range(STEPS)]
+    for k, config in enumerate(configs):
+        alone, module, alone_optimizer = train_alone(config, STEPS)
+        assert [loss[k].item() for loss in losses] == pytest.approx(alone, rel=1e-9, abs=0)
+        together = population.member_state_dict(k)
+        for name, p in module.model.named_parameters():
+            torch.testing.assert_close(together[name], p.detach(), rtol=1e-9, atol=1e-12, msg=name)
+            state = alone_optimizer.state[p]["square_avg"]
+            mine = optimizer.square_avg[population.names.index(name)][k]
+            torch.testing.assert_close(mine, state, rtol=1e-9, atol=1e-15, msg=f"square_avg of {name}")
+
+
+def test_members_clip_by_their_own_norm_and_a_mixed_population_is_refused():
+    from pipeline.training.population import clip_per_member
+
+    a = torch.nn.Parameter(torch.zeros(2, 3))
+    a.grad = torch.tensor([[3.0, 4.0, 0.0], [0.3, 0.4, 0.0]])  # norms 5 and 0.5
+    norms = clip_per_member([a], max_norm=1.0)
+    assert norms.tolist() == pytest.approx([5.0, 0.5])
+    assert a.grad[0].norm().item() == pytest.approx(1.0, rel=1e-5)  # clipped to 1
+    assert a.grad[1].tolist() == pytest.approx([0.3, 0.4, 0.0])  # left alone: the other member's norm is not its
+    small, large = (single_run(member_config("copy", 0, 1e-3, 1))[0].model,
+                    single_run(member_config("copy", 0, 1e-3, 2))[0].model)
+    with pytest.raises(ValueError, match="same architecture and vocabulary sizes"):
+        PopulationLSTM([small, large])
+
+
+def test_the_reference_loop_is_what_train_does(tmp_path, cache_dir, monkeypatch):
+    """The single run the population is compared with, written out above, is the real one: after 20 batches of
+    `train` (Lightning, float32) its last checkpoint holds the reference loop's parameters."""
+    from pipeline.training.run import train
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    config = from_dict(RunConfig, {**to_dict(member_config("reversal", 5, 5e-3, 2)),
+                                   "training": {**to_dict(member_config("reversal", 5, 5e-3, 2).training),
+                                                "max_batches": 20, "perplexity_every": 10, "eval_every": 20,
+                                                "eval_size": 5, "test_eval_size": 5, "final_eval_size": 5,
+                                                "checkpoint_every": 20}})
+    train(config, tmp_path / "run", progress=False)
+    trained = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+    _, module, _ = train_alone(config, 20, dtype=torch.float32)
+    for name, p in module.named_parameters():
+        torch.testing.assert_close(trained[name], p.detach(), rtol=1e-5, atol=1e-6, msg=name)
