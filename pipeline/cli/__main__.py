@@ -1,0 +1,5 @@
+"""``python -m pipeline.cli``: the `transduce` command."""
+
+from pipeline.cli import app
+
+app()

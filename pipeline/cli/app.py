@@ -1,0 +1,114 @@
+"""The `transduce` command line's frame: the Typer app with its one error boundary, the choices its options take
+(built from the registries, so the CLI cannot disagree with the library) and the checks they share. Arguments are
+checked by Typer before any work starts: a bad task name, split or count is a usage error naming the value and what
+is allowed, never a traceback."""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from pathlib import Path
+
+import typer
+from typer.core import TyperGroup
+
+from pipeline import __version__
+from pipeline.config import MODEL_NAMES, ConfigError
+from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES
+
+
+class Commands(TyperGroup):
+    """The command line's one error boundary. Whatever a command meets that a user can act on comes out as one line
+    on standard error and exit status 2, never a traceback: a :class:`ConfigError` (bad input, a damaged run, a
+    refused report, each naming the offending value), and an :class:`OSError` from the filesystem (a read-only or
+    missing folder, a file where a folder should be), named with its path."""
+
+    # `transduce --help` lists the commands in the order a researcher meets them, whichever file registered them
+    ORDER = ("version", "generate", "sample", "data-report", "train", "evaluate", "inspect", "sweep", "runs",
+             "dashboard", "archive", "study", "report", "params", "bench")
+
+    def list_commands(self, ctx):
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda name: self.ORDER.index(name) if name in self.ORDER else len(self.ORDER))
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as error:
+            fail(error)
+        except OSError as error:
+            where = f" ({error.filename})" if error.filename else ""
+            fail(OSErrorLine(f"{error.strerror or error}{where}: check that the folder exists, is a folder and is "
+                              "writable, or give another (--runs-dir, --out, --to, $TRANSDUCE_DATA_CACHE)"))
+
+
+class OSErrorLine(Exception):
+    """An OSError said in one line."""
+
+
+app = typer.Typer(
+    cls=Commands,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Reproduce 'Learning to Transduce with Unbounded Memory' (Grefenstette et al., 2015).",
+)
+
+def choices(name: str, *values: str) -> type[Enum]:
+    """A string Enum whose members are ``values``: how Typer lists and checks an option's allowed values."""
+    return Enum(name, {value: value for value in values}, type=str)
+
+
+# Choices for Typer, built from the registries so that the CLI can never disagree with the library.
+TaskName = choices("TaskName", *TASK_NAMES)
+SplitName = choices("SplitName", *SPLITS)
+LengthReading = choices("LengthReading", *LENGTH_DISTRIBUTIONS)
+ModelName = choices("ModelName", *MODEL_NAMES)
+
+
+Accelerator = choices("Accelerator", "auto", "cpu", "cuda")
+
+MAX_SAMPLES = 100_000  # `sample -n`: pairs are drawn as one array (-n 99999999999 asked numpy for 745 GiB)
+
+
+def at_least(minimum: int, at_most: int | None = None):
+    """A Typer callback rejecting integers below ``minimum`` (or above ``at_most``) with a message that shows the
+    value given (an option left out, None, passes)."""
+
+    def check(value: int | None) -> int | None:
+        if value is not None and value < minimum:
+            raise typer.BadParameter(f"got {value}; it must be an integer >= {minimum}")
+        if value is not None and at_most is not None and value > at_most:
+            raise typer.BadParameter(f"got {value}; it must be an integer <= {at_most:,}")
+        return value
+
+    return check
+
+
+@app.callback()
+def main() -> None:
+    """Reproduce 'Learning to Transduce with Unbounded Memory' (Grefenstette et al., 2015)."""
+
+
+@app.command()
+def version() -> None:
+    """Print the pipeline's version."""
+    typer.echo(__version__)
+
+
+def positive_float(value: float | None) -> float | None:
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise typer.BadParameter(f"got {value}; it must be a finite number > 0")
+    return value
+
+
+def fail(error: Exception) -> None:
+    typer.echo(f"Error: {error}", err=True)
+    raise typer.Exit(code=2)
+
+
+def load_profile(profile: Path):
+    """A profile, validated (a ConfigError names the key; the boundary says it in one line)."""
+    from pipeline.sweep import load_sweep
+
+    return load_sweep(profile)

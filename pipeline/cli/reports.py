@@ -1,0 +1,78 @@
+"""Commands that write reports: `report` (Table 3 and the rest), `params` (Table 2), `bench`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from pipeline.cli.app import app, at_least, choices, fail, load_profile
+
+ParamsFormat = choices("ParamsFormat", "table", "json")
+
+
+@app.command()
+def params(
+    format: ParamsFormat = typer.Option(ParamsFormat.table, "--format", help="table (markdown) or json."),
+    output: Path = typer.Option(None, "--output", help="Also write the markdown table to this file."),
+) -> None:
+    """Trainable parameters of every (model, hidden) beside the paper's Table 2."""
+    from pipeline.provenance import provenance
+    from pipeline.reports.table2 import parameter_table, table2_markdown
+
+    table = parameter_table()
+    markdown = table2_markdown(table, provenance("transduce params" + (f" --output {output}" if output else "")))
+    if format is ParamsFormat.json:
+        rows = [{"model": r.model, "hidden": int(r.hidden), "params": int(r.params)} for r in table.itertuples()]
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        typer.echo(markdown)
+    if output is not None:
+        from pipeline.files import atomic_write_text
+
+        atomic_write_text(output, markdown)
+
+
+@app.command()
+def report(
+    profile: Path = typer.Argument(..., help="The profile whose finished runs to report, e.g. configs/cpu.yaml."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where its run directories are (default: runs/<profile>)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the folder the "
+                                                 "profile's reports: key names)."),
+    force: bool = typer.Option(False, "--force", help="Write the report even from no done runs, or from fewer than "
+                                                      "the report already there counted."),
+) -> None:
+    """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
+    from pipeline.reports.build import write_report
+
+    config = load_profile(profile)
+    typer.echo(f"wrote {write_report(config, profile, runs_dir, out, force=force)}")
+
+
+@app.command()
+def bench(
+    rounds: int = typer.Option(11, "--rounds", callback=at_least(7),  # pipeline.bench.DEFAULT_ROUNDS (tested)
+                               help="Timing rounds, at least 7 (the median is reported)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
+    profile: bool = typer.Option(False, "--profile", help="Instead: where the time of one training batch of the "
+                                                          "Stack- and DeQue-LSTM goes (reports/bench-profile.md)."),
+) -> None:
+    """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
+    from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
+
+    if profile:
+        typer.echo(f"wrote {write_profile(out, echo=typer.echo)}")
+        return
+
+    command = ("transduce bench" + (f" --rounds {rounds}" if rounds != DEFAULT_ROUNDS else "")
+               + (f" --out {out}" if out else "")
+               + (f" --device {device}" if device != "cpu" else ""))
+    try:
+        result = run_benchmark(rounds, out, echo=typer.echo, command=command, device=device)
+    except ValueError as error:
+        fail(error)
+    for check in result["targets"]:
+        typer.echo(f"{'met' if check['met'] else 'NOT MET'}: {check['what']} = {check['measured']:g} "
+                   f"(limit {check['limit']:g})")

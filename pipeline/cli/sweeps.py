@@ -1,0 +1,204 @@
+"""Commands over a profile's grid: `sweep` it, list its `runs`, open their `dashboard`, `archive` them, run a
+`study`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pipeline.cli.app import ModelName, TaskName, app, at_least, choices, fail, load_profile
+from pipeline.config import ConfigError
+from pipeline.rundir import RunDir
+
+Executor = choices("Executor", "local", "slurm")
+
+
+@app.command()
+def sweep(
+    profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml (paper, cpu, smoke)."),
+    executor: Executor = typer.Option(Executor.local, "--executor", help="local (a process pool) or slurm."),
+    workers: int = typer.Option(None, "--workers", callback=at_least(1),
+                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    retry_pruned: bool = typer.Option(False, "--retry-pruned", help="Continue pruned runs from their checkpoints."),
+    status: bool = typer.Option(False, "--status", help="Only print where the sweep stands."),
+    partition: str = typer.Option(None, "--partition", help="SLURM partition (default: the profile's)."),
+    time_min: int = typer.Option(None, "--time", callback=at_least(1),
+                                 help="SLURM time limit per run, minutes; a run cut off is requeued and resumes."),
+    array_parallelism: int = typer.Option(None, "--array-parallelism",
+                                          callback=at_least(1),
+                                          help="SLURM: runs of the array running at once."),
+    wait: bool = typer.Option(False, "--wait", help="SLURM: wait for the jobs to finish."),
+    only: list[str] = typer.Option([], "--only", metavar="PATTERN",
+                                   help="Run only the runs whose ids match this shell-style pattern (repeatable), "
+                                        "e.g. '*-lstm[48]-*' to send the deep LSTMs to a GPU machine."),
+) -> None:
+    """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
+    from pipeline.sweep import default_workers, submit_slurm, summary, sweep_status
+    from pipeline.sweep.grid import check_only
+
+    config = load_profile(profile)
+    check_only(config, only)
+    if status:
+        statuses = sweep_status(config, runs_dir)
+        for s in statuses:
+            typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
+        typer.echo(summary(statuses, workers or default_workers(config)))
+        _warn_damaged(s.run_dir for s in statuses if s.state == "damaged")
+        return
+    if executor is Executor.slurm:
+        submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
+                     array_parallelism=array_parallelism, wait=wait, echo=typer.echo, retry_pruned=retry_pruned,
+                     only=only)
+    else:
+        _exit_if_unfinished(_run_local(config, runs_dir, only=only, workers=workers, retry_failed=retry_failed,
+                                       retry_pruned=retry_pruned), only)
+
+
+def _run_local(config, runs_dir, only=(), **options):
+    """The local pool over a profile (sweep, study); stopped from outside (SIGTERM, Ctrl-C), it says so, lists the
+    unfinished runs and exits with the signal's status (143, 130)."""
+    from pipeline.sweep import run_local, sweep_status
+    from pipeline.sweep.local import SweepStopped
+
+    try:
+        return run_local(config, runs_dir, echo=typer.echo, only=only, **options)
+    except SweepStopped as stop:
+        typer.echo(f"Stopped by {stop.why}: the same command resumes the sweep where it stopped.", err=True)
+        _exit_if_unfinished(sweep_status(config, runs_dir), only, exit_code=stop.exit_code)
+        raise typer.Exit(code=stop.exit_code) from None
+
+
+def _warn_damaged(run_dirs) -> None:
+    """One line per damaged run on standard error, naming the file and what is wrong with it."""
+    for run_dir in run_dirs:
+        typer.echo(f"Warning: damaged run: {RunDir(run_dir).damage()}", err=True)
+
+
+def _exit_if_unfinished(statuses, only=(), exit_code: int = 1) -> None:
+    """A sweep succeeds only when every run of its grid (or of its ``--only`` selection) is finished; otherwise it
+    says which and why, and exits ``exit_code`` (1; a stopped sweep, its signal's: so that `make reproduce` fails
+    too)."""
+    from pipeline.sweep import unfinished
+    from pipeline.sweep.grid import selected
+
+    lines = unfinished([s for s in statuses if selected(s.run_dir.name, only)])
+    if lines:
+        typer.echo(f"{len(lines)} run(s) of the grid are not finished:", err=True)
+        for line in lines:
+            typer.echo(f"  {line}", err=True)
+        raise typer.Exit(code=exit_code)
+
+
+RunsFormat = choices("RunsFormat", "table", "csv", "json")
+
+
+@app.command()
+def runs(
+    where: Path = typer.Argument(..., help="A profile (configs/cpu.yaml) or a folder of run directories."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="For a profile: where its runs are (default: runs/<name>)."),
+    task: list[TaskName] = typer.Option(None, "--task", help="Only these tasks (repeatable)."),
+    model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
+    status: list[str] = typer.Option(None, "--status", help="Only runs in these states: finished, pruned, failed, "
+                                                            "damaged, running, interrupted, pending (repeatable)."),
+    format: RunsFormat = typer.Option(RunsFormat.table, "--format", help="table, csv or json."),
+) -> None:
+    """List runs: id, task, model, hidden, lr, seed, status, batches, training perplexity, accuracies."""
+    from pipeline.runs import RUN_STATES, list_runs
+
+    for value in status or []:
+        if value not in RUN_STATES:
+            fail(ConfigError(f"--status must be one of {', '.join(RUN_STATES)}; got {value!r}"))
+    table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True),
+                      tasks=[t.value for t in task or []], models=[m.value for m in model or []])
+    if status:
+        table = table[table.status.isin(status)]
+    if format is RunsFormat.csv:
+        typer.echo(table.to_csv(index=False), nl=False)
+    elif format is RunsFormat.json:
+        typer.echo(table.to_json(orient="records", indent=1))
+    else:
+        typer.echo(table.to_string(index=False, na_rep="—") if not table.empty else "no runs")
+
+
+@app.command()
+def dashboard(
+    where: Path = typer.Argument(..., help="A profile (configs/cpu.yaml) or a folder of run directories."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="For a profile: where its runs are (default: runs/<name>)."),
+    task: list[TaskName] = typer.Option(None, "--task", help="Only these tasks (repeatable)."),
+    model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
+    print_only: bool = typer.Option(False, "--print-only", help="Gather the runs and print the command that opens "
+                                                                "them, without opening the viewer."),
+) -> None:
+    """One local view of a profile's training curves: every run's offline W&B run in one folder, opened with
+    `wandb leet` (a terminal UI; no account, no network)."""
+    from pipeline.dashboard import gather, open_dashboard, wandb_command
+
+    board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []])
+    command = wandb_command(board.folder)
+    if board.without_wandb:
+        typer.echo(f"{len(board.without_wandb)} run(s) have nothing to show yet (not started, or damaged): "
+                   f"{', '.join(board.without_wandb[:5])}" + (" ..." if len(board.without_wandb) > 5 else ""),
+                   err=True)
+    if not board.linked:
+        fail(ConfigError(f"no run of {where} has an offline W&B run to show; `transduce runs {where}` lists them"))
+    typer.echo(f"{len(board.linked)} run(s) in {board.folder}", err=True)
+    if print_only:
+        typer.echo(" ".join(command))
+        return
+    open_dashboard(board)
+
+
+@app.command()
+def archive(
+    profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml."),
+    to: Path = typer.Option(None, "--to", help="The archive folder (default: finished_runs/ in the profile's reports "
+                                               "folder)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the profile's runs are (default: runs/<profile>)."),
+    restore: bool = typer.Option(False, "--restore", help="The other way: copy archived runs the runs folder lacks "
+                                                          "back into it (nothing there is overwritten)."),
+) -> None:
+    """Keep a profile's finished runs without their checkpoints (their files and the memory traces the report
+    draws), so a report can be regenerated, and an unfinished sweep resumed, where the runs folder was lost."""
+    from pipeline.runs import archive_runs, restore_runs
+
+    config = load_profile(profile)
+    folder = to if to is not None else config.reports_dir() / "finished_runs"
+    if restore:
+        if not folder.is_dir():
+            if to is not None:  # an archive named and not there: a typo, said as one
+                fail(ConfigError(f"no archive at {str(folder)!r}: nothing to restore"))
+            # a profile that was never archived (smoke, say): its runs folder is all there is, as `make report` needs
+            typer.echo(f"no archive at {folder}: nothing to restore; the runs folder is used as it is")
+            return
+        ids = restore_runs(profile, folder, runs_dir)
+        typer.echo(f"restored {len(ids)} run(s) from {folder}")
+    else:
+        ids = archive_runs(profile, folder, runs_dir)
+        typer.echo(f"archived {len(ids)} finished or pruned run(s) to {folder}")
+
+
+@app.command()
+def study(
+    profile: Path = typer.Argument(Path("configs/recipe.yaml"), help="A study profile (default: the recipe study)."),
+    workers: int = typer.Option(None, "--workers", callback=at_least(1),
+                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the folder the "
+                                                 "profile's reports: key names)."),
+    report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
+                                                                  "nothing."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+) -> None:
+    """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
+    from pipeline.reports.kinds import check_kind
+    from pipeline.reports.recipe import write_study_report
+
+    config = load_profile(profile)
+    check_kind(out if out is not None else config.reports_dir(), "study")  # before any training (a profile's report)
+    statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
+    # the command that makes the report (--report-only writes the same one from the same runs)
+    typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
+    _exit_if_unfinished(statuses)

@@ -1,0 +1,138 @@
+"""Commands over one run: `train` it, `evaluate` its checkpoint, `inspect` what its memory does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from pipeline.cli.app import (
+    Accelerator,
+    LengthReading,
+    ModelName,
+    SplitName,
+    TaskName,
+    app,
+    at_least,
+    choices,
+    fail,
+    positive_float,
+)
+from pipeline.config import ConfigError, RunConfig
+from pipeline.rundir import RunDir
+
+_RUN = RunConfig()
+
+
+@app.command()
+def train(
+    task: TaskName = typer.Option(None, "--task", show_default=_RUN.task,
+                                  help="Task (default: the config's, else this)."),
+    length_distribution: LengthReading = typer.Option(
+        None, "--length-distribution", show_default=_RUN.length_distribution,
+        help="The ITG tasks' source lengths: uniform over each window, or the grammar's own (docs/tasks.md)."),
+    model: ModelName = typer.Option(None, "--model", show_default=_RUN.model.name,
+                                    help="Architecture (default: the config's, else this)."),
+    hidden: int = typer.Option(None, "--hidden", callback=at_least(1), show_default=str(_RUN.model.hidden),
+                               help="LSTM hidden size (paper: 256 or 512)."),
+    lr: float = typer.Option(None, "--lr", callback=positive_float, show_default=f"{_RUN.training.lr:g}",
+                             help="RMSProp learning rate."),
+    max_batches: int = typer.Option(None, "--max-batches", callback=at_least(1),
+                                    show_default=str(_RUN.training.max_batches),
+                                    help="Batch budget; raise it on a finished run (--run-dir) to extend it."),
+    seed: int = typer.Option(None, "--seed", callback=at_least(0), show_default=str(_RUN.training.seed),
+                             help="Seed of the data stream and the initialisation."),
+    eval_every: int = typer.Option(None, "--eval-every", callback=at_least(1),
+                                   show_default=str(_RUN.training.eval_every),
+                                   help="Evaluate coarse/fine every N batches."),
+    checkpoint_every: int = typer.Option(None, "--checkpoint-every", callback=at_least(1),
+                                         show_default=str(_RUN.training.checkpoint_every),
+                                         help="Write last.ckpt (for resuming) every N batches."),
+    config: Path = typer.Option(None, "--config", help="A run config YAML (see configs/run.yaml); flags override it. "
+                                "Default: the --run-dir's own config.yaml if it has one, else the defaults."),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default: runs/<run id>)."),
+    wandb: str = typer.Option(None, "--wandb", show_default=_RUN.tracking.wandb, help="offline, online or off."),
+    accelerator: Accelerator = typer.Option(Accelerator.auto, "--accelerator",
+                                            help="auto (a GPU when there is one), cpu or cuda."),
+    restart: bool = typer.Option(False, "--restart", help="Train the run again from batch 0, replacing its log, "
+                                                          "checkpoints and results."),
+    reopen: bool = typer.Option(False, "--reopen", help="Continue a run that stopped early (pruned, converged, "
+                                                        "plateau) from its last checkpoint, up to --max-batches."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Train one model on one task; rerun the same command to resume after an interruption."""
+    from pipeline.config import resolve_run_config
+    from pipeline.training.run import RunStopped
+    from pipeline.training.run import train as train_run
+
+    stored = config is None and run_dir is not None and RunDir(run_dir).config_file.is_file()
+    run_config = resolve_run_config(
+        RunDir(run_dir).read_config() if stored else config, task=task and task.value,
+        length_distribution=length_distribution and length_distribution.value,
+        model=model and model.value, hidden=hidden, lr=lr,
+        max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
+        wandb=wandb)
+    try:
+        results = train_run(run_config, run_dir, progress=progress, restart=restart, reopen=reopen,
+                            accelerator=accelerator.value)
+    except RunStopped as stop:
+        typer.echo(f"Stopped: {stop}", err=True)
+        raise typer.Exit(code=stop.exit_code) from None
+    typer.echo(json.dumps(results, indent=2))
+
+
+@app.command()
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `transduce train`."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best (the selected weights) or last."),
+    greedy: bool = typer.Option(False, "--greedy", help="Decode step by step instead of one teacher-forced pass."),
+    accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
+                                                                                   "there is one)."),
+) -> None:
+    """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
+    from pipeline.training.run import evaluate_run
+
+    typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value),
+                          indent=2))
+
+
+TraceFormat = choices("TraceFormat", "png", "json")
+
+
+@app.command()
+def inspect(
+    run_dir: Path = typer.Argument(..., help="A run directory."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best (the selected weights) or last."),
+    split: SplitName = typer.Option(SplitName.test, "--split", help="Cached set to take the sequence from."),
+    index: int = typer.Option(0, "--index", callback=at_least(0), help="Which sequence of that set."),
+    source: str = typer.Option(None, "--source", help='A source given as tokens instead, e.g. "a3 a17 a5".'),
+    format: TraceFormat = typer.Option(TraceFormat.png, "--format", help="png (a figure) or json (the numbers)."),
+    out: Path = typer.Option(None, "--out", help="Output file (default: <run dir>/trace-<split>-<index>.<format>); "
+                                                 "'-' writes JSON to standard output."),
+    accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
+                                                                                   "there is one)."),
+) -> None:
+    """Draw what a trained model does with its memory on one greedily decoded sequence: push/pop, strengths and
+    read weights per step, the predictions and their errors (a deep LSTM: tokens, predictions, errors)."""
+    from pipeline.files import atomic_write_text
+    from pipeline.inspection import draw_trace, inspect_run, trace_json
+
+    to_stdout = out is not None and str(out) == "-"
+    if to_stdout and format is not TraceFormat.json:
+        fail(ConfigError("--out - writes to standard output, which takes --format json, not a png figure"))
+    if out is not None and not to_stdout and out.suffix.lower() != f".{format.value}":
+        fail(ConfigError(f"--out {out}: a {format.value} trace is written to a .{format.value} file, got "
+                          f"{out.suffix or 'no extension'!r} (--format png or json picks the kind)"))
+    trace = inspect_run(run_dir, checkpoint, split.value, index, source.split() if source is not None else None,
+                        accelerator=accelerator.value)
+    if to_stdout:
+        typer.echo(trace_json(trace), nl=False)
+        return
+    name = "source" if source is not None else f"{split.value}-{index}"
+    out = out or Path(run_dir) / f"trace-{name}.{format.value}"
+    if format is TraceFormat.json:
+        atomic_write_text(out, trace_json(trace))
+    else:
+        draw_trace(trace, out)
+    typer.echo(f"wrote {out}" + ("" if trace.push_ends else " (a deep LSTM: no memory to draw)"))
