@@ -177,19 +177,16 @@ class Memory:
 
 
 class SingleEndedMemory(Memory):
-    """The Stack and the Queue: one value, push and pop per step. ``from_top`` picks the end that pops and reads
-    start from (``pop_from_top`` and ``read_from_top``, given, set them apart: a memory of
-    :mod:`pipeline.memory.kinds` may pop at one end and read at the other). ``capacity`` preallocates that many
-    steps of value storage (it doubles when exceeded); ``check_values=False`` skips the [0, 1] / NaN checks of the
-    inputs (shapes are always checked); dtype and device follow the inputs of the first step."""
+    """The Stack and the Queue: one value, push and pop per step. Which end pops and which reads is the memory's
+    ``kind``'s (:class:`pipeline.memory.kinds.SingleEnded`: the one place that says it; a kind may pop at one end and
+    read at the other). ``capacity`` preallocates that many steps of value storage (it doubles when exceeded);
+    ``check_values=False`` skips the [0, 1] / NaN checks of the inputs (shapes are always checked); dtype and device
+    follow the inputs of the first step."""
 
-    from_top: bool
-
-    def __init__(self, batch_size: int, width: int, *, capacity: int | None = None, check_values: bool = True,
-                 pop_from_top: bool | None = None, read_from_top: bool | None = None):
+    def __init__(self, batch_size: int, width: int, *, kind, capacity: int | None = None, check_values: bool = True):
         super().__init__(batch_size, width, capacity=capacity, check_values=check_values)
-        self.pop_from_top = self.from_top if pop_from_top is None else pop_from_top
-        self.read_from_top = self.pop_from_top if read_from_top is None else read_from_top
+        self.kind = kind
+        self.pop_from_top, self.read_from_top = kind.pop_from_top, kind.read_from_top
 
     def step(self, v: Tensor, d: Tensor, u: Tensor) -> Tensor:
         """Pop ``u``, push ``v`` with strength ``d``, read. Returns r_t, (B, m)."""

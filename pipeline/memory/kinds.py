@@ -110,8 +110,7 @@ class SingleEnded(MemoryKind):
         return ("top" if self.read_from_top else "bottom",)
 
     def new_memory(self, batch_size: int, width: int, capacity: int | None = None) -> Memory:
-        return SingleEndedMemory(batch_size, width, capacity=capacity, check_values=False,
-                                 pop_from_top=self.pop_from_top, read_from_top=self.read_from_top)
+        return SingleEndedMemory(batch_size, width, kind=self, capacity=capacity, check_values=False)
 
     def reference_step(self, memory: Memory, v: Tensor, d: Tensor, u: Tensor) -> Tensor:
         return memory.step(v, d[:, 0], u[:, 0])

@@ -12,6 +12,7 @@ so pops and reads act on the front (the oldest rows) while pushes go to the back
 from __future__ import annotations
 
 from pipeline.memory.base import SingleEndedMemory
+from pipeline.memory.kinds import Queue
 
 
 class NeuralQueue(SingleEndedMemory):
@@ -22,4 +23,5 @@ class NeuralQueue(SingleEndedMemory):
     >>> mem.strengths           # s_t, (B, t); index 0 = first pushed (the front)
     """
 
-    from_top = False
+    def __init__(self, batch_size: int, width: int, **options) -> None:
+        super().__init__(batch_size, width, kind=Queue(), **options)  # where it pops and reads: kinds.Queue

@@ -18,6 +18,7 @@ the values are stored once (B·T·m over T steps) plus O(t) strengths and branch
 from __future__ import annotations
 
 from pipeline.memory.base import SingleEndedMemory
+from pipeline.memory.kinds import Stack
 
 
 class NeuralStack(SingleEndedMemory):
@@ -28,4 +29,5 @@ class NeuralStack(SingleEndedMemory):
     >>> mem.strengths           # s_t, (B, t); index 0 = first pushed (the bottom)
     """
 
-    from_top = True
+    def __init__(self, batch_size: int, width: int, **options) -> None:
+        super().__init__(batch_size, width, kind=Stack(), **options)  # where it pops and reads: kinds.Stack
