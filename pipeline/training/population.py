@@ -111,12 +111,14 @@ class PopulationLSTM(Population):
             layer_in = x if below is None else torch.cat([x, below], dim=-1)  # the input skip (models.deep_lstm)
             # every position's input product at once: (P, B·L, in) @ (P, in, 4H)
             gates_in = torch.baddbmm(bias.unsqueeze(1), layer_in.reshape(P, B * L, -1), w_ih.transpose(1, 2))
-            gates_in = gates_in.reshape(P, B, L, -1)
+            # one view per position, made once: indexing [:, :, t] inside the loop would give every step's backward
+            # a gradient as large as the whole sequence's (quadratic in its length)
+            gates_in = gates_in.reshape(P, B, L, -1).unbind(2)
             h = self.member("h0")[:, layer].unsqueeze(1).expand(P, B, -1)
             c = self.member("c0")[:, layer].unsqueeze(1).expand(P, B, -1)
             outputs = []
             for t in range(L):
-                h, c = self.cell(torch.baddbmm(gates_in[:, :, t], h, w_hh.transpose(1, 2)), c)
+                h, c = self.cell(torch.baddbmm(gates_in[t], h, w_hh.transpose(1, 2)), c)
                 outputs.append(h)
             below = torch.stack(outputs, dim=2)  # (P, B, L, H)
         return self.readout(below)
@@ -148,13 +150,14 @@ class PopulationMemoryLSTM(Population):
         reads = x.new_zeros(P, B, self.memory.reads * self.memory_width)
         e = self.ends
         outputs = []
+        inputs_at, alive_at = x.unbind(2), live.unbind(2)  # one view per position (see PopulationLSTM.forward)
         for t in range(L):
-            controller_in = torch.cat([x[:, :, t], reads], dim=-1)
+            controller_in = torch.cat([inputs_at[t], reads], dim=-1)
             gates = torch.baddbmm(torch.baddbmm(bias.unsqueeze(1), controller_in, w_ih.transpose(1, 2)), h,
                                   w_hh.transpose(1, 2))
             h, c = self.cell(gates, c)
             z = self.linear(h, "signals")  # [d (ends), u (ends), v (ends · m)]
-            alive = live[:, :, t].unsqueeze(-1)
+            alive = alive_at[t].unsqueeze(-1)
             d, u = torch.sigmoid(z[..., :e]) * alive, torch.sigmoid(z[..., e : 2 * e]) * alive
             v = torch.tanh(z[..., 2 * e :])
             reads = self.memory.reference_step(memory, v.reshape(P * B, -1), d.reshape(P * B, -1),
