@@ -58,12 +58,15 @@ class ModelConfig:
     target_inputs: Literal["separate", "shared"] = "separate"
     # Width of o = tanh(W_o h + b_o) before the output embedding; None: the embedding size (§3.4, Table 2).
     readout_width: int | None = None
-    # Initial push bias of every end (the paper states none; None keeps PyTorch's default initialisation, about 0,
-    # so d starts near 0.5), and for the DeQue the bottom end's push and pop biases when they differ from the
-    # top's (None: as the top's). A DeQue whose two ends start
+    # Initial push bias of every end. The paper states none; +1 (d starts near 0.73, against the pop's ~0.27) so
+    # that the controller does not start by favouring pop over push, appendix B's failure mode: on 16 seeds nobody
+    # tuned on, the Stack learned reversal on 16 (8 with None) and the Queue copy faster (docs/recipe.md §6).
+    # None keeps PyTorch's initialisation (about 0, so d starts near 0.5): the default until issue 37, which the
+    # cpu and recipe profiles pin so that their archived runs keep their ids. For the DeQue the bottom end's push
+    # and pop biases when they differ from the top's (None: as the top's). A DeQue whose two ends start
     # alike must break their symmetry before it can act as a queue (docs/recipe.md): a documented deviation.
     # Models without a bottom end ignore the bottom biases (so that a profile can set them for every model).
-    push_bias: float | None = None
+    push_bias: float | None = 1.0
     bottom_push_bias: float | None = None
     bottom_pop_bias: float | None = None
 

@@ -72,9 +72,12 @@ def test_end_biases_of_the_deque():
     # bias layout [d_top, d_bottom, u_top, u_bottom, v ...]
     assert plain.signals.bias[2:4].tolist() == [-1.0, -1.0]
     assert biased.signals.bias[1:4].tolist() == [-2.0, -2.0, -0.5]
-    assert biased.signals.bias[0] == plain.signals.bias[0]  # push_bias None: nn.Linear's initialisation
+    assert plain.signals.bias[:2].tolist() == [1.0, 1.0]  # the default push bias, +1 at every end (issue 37)
+    assert biased.signals.bias[0] == 1.0
     pushed = build_model(ModelConfig(name="deque", hidden=8, memory_width=4, push_bias=1.5), 20, 10)
     assert pushed.signals.bias[:2].tolist() == [1.5, 1.5]
+    linear = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, push_bias=None), 20, 10)
+    assert abs(linear.signals.bias[0].item()) <= 8 ** -0.5  # None: nn.Linear's own U(-1/sqrt(8), 1/sqrt(8))
     # one-ended memories have no bottom: the bottom biases are ignored, the rest is unchanged
     torch.manual_seed(0)
     stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, bottom_push_bias=-2.0), 20, 10)
