@@ -212,9 +212,13 @@ LEGACY_LENGTH_DISTRIBUTION = "grammar"
 
 def stored_run_config(data: Any, path: str = "") -> RunConfig:
     """A run config as a run directory (or a checkpoint) stores it. One written before ``length_distribution``
-    existed reads as :data:`LEGACY_LENGTH_DISTRIBUTION`, the lengths that run was trained on."""
+    existed reads as :data:`LEGACY_LENGTH_DISTRIBUTION`, the lengths that run was trained on; one written before
+    ``model.push_bias`` existed, as push bias None (``nn.Linear``'s initialisation, what that run had: the default is
+    +1 since)."""
     if isinstance(data, dict) and "length_distribution" not in data:
         data = {**data, "length_distribution": LEGACY_LENGTH_DISTRIBUTION}
+    if isinstance(data, dict) and isinstance(data.get("model"), dict) and "push_bias" not in data["model"]:
+        data = {**data, "model": {**data["model"], "push_bias": None}}
     return from_dict(RunConfig, data, path)
 
 

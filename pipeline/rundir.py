@@ -32,7 +32,9 @@ A run is in one of :data:`STATES`, read off its folder by :meth:`RunDir.state`:
 from __future__ import annotations
 
 import json
+import math
 import shutil
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -282,8 +284,6 @@ class RunDir:
         """Every number a report reads from ``results.json`` is what a run can write: accuracies in [0, 1], a
         finite training perplexity of at least 1 (a NaN loss fails a run, it never finishes one), a positive
         batch count."""
-        import math
-
         def number(key):
             value = results[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -308,8 +308,8 @@ class RunDir:
             _, rows = read_complete_rows(self.accuracy_file)
             counts: dict[str, int] = {}
             for row in rows:
+                int(row["source_length"]), float(row["coarse"]), float(row["fine"])  # each a number, or unreadable
                 counts[row["split"]] = counts.get(row["split"], 0) + int(row["n"])
-                float(row["coarse"]), float(row["fine"]), int(row["source_length"])
         except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError) as error:
             raise DamagedRun(f"{self.accuracy_file}: unreadable ({type(error).__name__}: {error})") from None
         for split, size in (results.get("eval_sizes") or {}).items():
@@ -320,8 +320,6 @@ class RunDir:
     def _check_checkpoint(self, path: Path) -> None:
         """A checkpoint, where there is one (an archived run keeps none), is a whole zip archive, as torch writes
         them: a truncated one loses its central directory. Cheap (the directory only, no tensors read)."""
-        import zipfile
-
         if not path.exists():
             return
         try:

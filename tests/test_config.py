@@ -122,3 +122,12 @@ def test_a_binary_or_empty_config_and_a_huge_sample_are_refused_in_one_line(tmp_
     assert not (tmp_path / "run").exists()
     result = runner.invoke(app, ["sample", "copy", "-n", "99999999999"])
     assert result.exit_code == 2 and "it must be an integer <= 100,000" in " ".join(result.output.split())
+
+
+def test_a_stored_config_from_before_the_push_bias_existed_reads_as_what_it_trained_with():
+    from pipeline.config import stored_run_config
+
+    stored = to_dict(RunConfig())
+    del stored["model"]["push_bias"]
+    assert stored_run_config(stored).model.push_bias is None  # nn.Linear's initialisation, the old default
+    assert RunConfig().model.push_bias == 1.0  # the default since issue 37

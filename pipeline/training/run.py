@@ -228,6 +228,14 @@ class RunBusy(ConfigError):
     """The run directory's lock is held by another process (a ``transduce train`` or a sweep worker)."""
 
 
+def continuation(stored: dict, config: RunConfig, reopen: bool) -> str | None:
+    """How a finished run with results ``stored`` goes on under ``config``: "reopen" (it stopped early and ``reopen``
+    asks it to go on to a larger budget), "extend" (its budget was raised since) or None (its results answer)."""
+    if reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches:
+        return "reopen"
+    return None if results_cover(stored, config) else "extend"
+
+
 def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: bool) -> None:
     """Everything that would refuse to continue a finished run, checked before anything in its folder changes (its
     config's budget, its results' name): stored results that belong to another config (its config.yaml edited
@@ -239,9 +247,7 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
     stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
     if stored is None:
         return
-    extend = not results_cover(stored, config)
-    reopening = reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches
-    if not (extend or reopening):
+    if continuation(stored, config, reopen) is None:
         return
     last = folder.last_checkpoint
     if not last.exists():
@@ -268,9 +274,10 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
     folder = RunDir(run_dir)
     stored = folder.read_results()
     if stored is not None:
-        if reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches:
+        how = continuation(stored, config, reopen)
+        if how == "reopen":
             reopen_run(run_dir)
-        elif results_cover(stored, config):
+        elif how is None:
             return stored
         else:
             folder.archive_results()  # extended: keep what it reported
