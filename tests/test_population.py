@@ -99,3 +99,18 @@ def test_the_reference_loop_is_what_train_does(tmp_path, cache_dir, monkeypatch)
     _, module, _ = train_alone(config, 20, dtype=torch.float32)
     for name, p in module.named_parameters():
         torch.testing.assert_close(trained[name], p.detach(), rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_population_bench_writes_one_record_per_measurement(tmp_path):
+    import json
+
+    from pipeline.bench_population import run_population_benchmark
+
+    readme = run_population_benchmark("cpu", tmp_path, models=("lstm1", "queue"), sizes=(1, 2), hidden=8, steps=7,
+                                      echo=lambda _: None)
+    records = json.loads((tmp_path / "bench-population.json").read_text())
+    assert [(r["model"], r["population"]) for r in records] == [("lstm1", 1), ("lstm1", 2), ("queue", 1), ("queue", 2)]
+    assert all(set(r) >= {"model", "population", "device", "member_batches_per_s", "peak_mb"} for r in records)
+    assert all(r["member_batches_per_s"] > 0 and r["device"] == "cpu" for r in records)
+    text = readme.read_text()
+    assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text and "eager (no CUDA graph yet)" in text

@@ -58,12 +58,20 @@ def bench(
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
     profile: bool = typer.Option(False, "--profile", help="Instead: where the time of one training batch of the "
                                                           "Stack- and DeQue-LSTM goes (reports/bench-profile.md)."),
+    population: bool = typer.Option(False, "--population", help="Instead: member-batches per second of populations "
+                                    "of 1-256 runs trained as one model (reports/bench-population.{md,json})."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
 
     if profile:
         typer.echo(f"wrote {write_profile(out, echo=typer.echo)}")
+        return
+    if population:
+        from pipeline.bench_population import run_population_benchmark
+
+        command = "transduce bench --population" + (f" --device {device}" if device != "cpu" else "")
+        typer.echo(f"wrote {run_population_benchmark(device, out, echo=typer.echo, command=command)}")
         return
 
     command = ("transduce bench" + (f" --rounds {rounds}" if rounds != DEFAULT_ROUNDS else "")

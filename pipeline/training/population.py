@@ -192,7 +192,7 @@ class PopulationRMSprop:
             if p.grad is None:
                 continue
             avg.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
-            lr = self.lr.to(p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
+            lr = self.lr.to(device=p.device, dtype=p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
             p.sub_(lr * p.grad / (avg.sqrt() + self.eps))
 
     def zero_grad(self) -> None:

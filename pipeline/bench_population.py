@@ -1,0 +1,121 @@
+"""How fast a population trains (issue 36): ``transduce bench --population`` writes ``reports/bench-population.md`` and
+``bench-population.json`` beside it, one record per measurement: ``model``, ``population``, ``device``,
+``member_batches_per_s`` and ``peak_mb``.
+
+For each model (the Stack-, Queue- and DeQue-LSTMs, the 1-, 2-, 4- and 8-layer LSTMs) and population size P (1, 16,
+64, 256), one training step of :func:`pipeline.training.population.population_step` over P members, batch 10 each,
+131 input positions (the longest training-length joint sequence), hidden 256, is timed after one warm-up step:
+member-batches per second = P / seconds per step. A model's larger sizes are skipped once a step takes longer than the
+time budget allows, or memory runs out, so the whole bench stays within minutes (the report says which). Eager
+execution: the step is not captured as a CUDA graph yet, which is where a GPU's gain is (``docs/training.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+from pathlib import Path
+
+import torch
+
+from pipeline.bench import BATCH, INPUT_SIZE, OUTPUT_SIZE
+from pipeline.config import ModelConfig
+from pipeline.data.encoding import IGNORE_INDEX, Batch
+from pipeline.files import atomic_write_text
+from pipeline.models import DISPLAY_NAMES, build_model, memory_of
+from pipeline.provenance import machine, provenance
+from pipeline.runtime import configure_cpu_process, resolve_device
+from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
+
+POPULATION_MODELS = ("stack", "queue", "deque", "lstm1", "lstm2", "lstm4", "lstm8")
+SIZES = (1, 16, 64, 256)
+STEPS = 131
+HIDDEN = 256
+
+
+def member_batch(steps: int, seed: int) -> Batch:
+    """A batch of BATCH random joint sequences of ``steps`` positions, every position scored."""
+    gen = torch.Generator().manual_seed(seed)
+    inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen)
+    targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen)
+    targets[:, 0] = IGNORE_INDEX
+    full = torch.full((BATCH,), steps)
+    return Batch(inputs, targets, full, full // 2, full - 1)
+
+
+def population_of(model: str, size: int, hidden: int, device: torch.device):
+    members = [build_model(ModelConfig(name=model, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE) for _ in range(size)]
+    population = (PopulationLSTM if memory_of(model) is None else PopulationMemoryLSTM)(members).to(device)
+    return population, PopulationRMSprop(population.ordered_parameters(), [1e-3] * size, 0.9, 1e-8)
+
+
+def peak_mb(device: torch.device) -> float:
+    """Peak memory so far: the GPU's allocator on CUDA, this process's resident set on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(model: str, size: int, device: torch.device, hidden: int = HIDDEN, steps: int = STEPS,
+            repeats: int = 2) -> dict:
+    """One record: member-batches per second of ``size`` members of ``model`` (median of ``repeats`` timed steps
+    after one warm-up step) and the peak memory."""
+    torch.manual_seed(0)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    population, optimizer = population_of(model, size, hidden, device)
+    batches = [member_batch(steps, k).to(device) for k in range(size)]
+    timings = []
+    for attempt in range(repeats + 1):
+        start = time.perf_counter()
+        population_step(population, optimizer, batches, clip=1.0)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if attempt:  # the first is the warm-up
+            timings.append(time.perf_counter() - start)
+    seconds = sorted(timings)[len(timings) // 2]
+    return dict(model=model, population=size, device=str(device), member_batches_per_s=size / seconds,
+                seconds_per_step=seconds, peak_mb=peak_mb(device))
+
+
+def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, models=POPULATION_MODELS,
+                             sizes=SIZES, hidden: int = HIDDEN, steps: int = STEPS, budget_s: float = 60.0,
+                             echo=print, command: str = "transduce bench --population") -> Path:
+    """Measure every (model, size) within the budget and write the report; returns the markdown's path. A model's
+    next size is skipped once a step took more than ``budget_s`` / 8 seconds (the next would take several times
+    that), or when memory ran out."""
+    from pipeline.paths import REPORTS_DIR
+
+    configure_cpu_process()
+    where = resolve_device(device)
+    records, skipped = [], []
+    for model in models:
+        for size in sizes:
+            try:
+                record = measure(model, size, where, hidden, steps)
+            except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as error:
+                skipped.append(f"{model} at P={size}: {type(error).__name__}")
+                break
+            records.append(record)
+            echo(f"{model:6} P={size:<4} {record['member_batches_per_s']:9.1f} member-batches/s "
+                 f"({record['seconds_per_step']:.2f} s a step, peak {record['peak_mb']:.0f} MB)")
+            if record["seconds_per_step"] > budget_s / 8 and size != sizes[-1]:
+                skipped.append(f"{model} above P={size}: a step took {record['seconds_per_step']:.1f} s")
+                break
+    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
+    atomic_write_text(out_dir / "bench-population.json", json.dumps(records, indent=2) + "\n")
+    lines = ["# Population training: member-batches per second", "",
+             provenance(command, dated=True) + f" Machine: {machine(where)}.", "",
+             f"One training step (forward, backward, per-member clipping and RMSProp) of P members at once, batch "
+             f"{BATCH} each, {steps} input positions, hidden {hidden}, on `{where}`, eager (no CUDA graph yet); "
+             "median of 2 timed steps after a warm-up. Member-batches per second = P / seconds per step.", "",
+             "| model | " + " | ".join(f"P={size}" for size in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for model in models:
+        cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in records if r["model"] == model}
+        lines.append(f"| {DISPLAY_NAMES.get(model, model)} | " + " | ".join(cells.get(s, "—") for s in sizes) + " |")
+    if skipped:
+        lines += ["", "Not measured: " + "; ".join(skipped) + "."]
+    readme = out_dir / "bench-population.md"
+    atomic_write_text(readme, "\n".join(lines) + "\n")
+    return readme
