@@ -14,7 +14,7 @@ import pandas as pd
 from pipeline.config import ConfigError, RunConfig
 from pipeline.files import atomic_write_bytes, current_umask
 from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, RunDir
-from pipeline.sweep.status import planned_runs, run_state
+from pipeline.sweep.status import halved_state, planned_runs, run_state
 from pipeline.training.results import last_logged, logged_rows
 
 RUN_STATES = STATES  # one vocabulary: what `runs --status` filters on is what `sweep --status` and reports print
@@ -26,9 +26,7 @@ def run_row(config: RunConfig, run_dir: Path, halved: bool = False) -> dict:
     """One run's row: settings from its config, state and numbers from its directory (the final results when it
     has them, else the last logged ones). ``halved``: successive halving stopped it at its budget (then finished
     reads as pruned, as in ``sweep --status``)."""
-    state = run_state(run_dir, config)
-    if halved and state == "finished":
-        state = "pruned"
+    state = halved_state(run_state(run_dir, config), halved)
     row = dict(id=run_dir.name, path=run_dir, task=config.task, model=config.model.name, hidden=config.model.hidden,
                lr=config.training.lr, seed=config.training.seed,
                status=state, batches=0, train_perplexity=math.nan,

@@ -74,6 +74,11 @@ def planned_runs(sweep: SweepConfig, runs_root: Path | None = None) -> list[tupl
     return out
 
 
+def halved_state(state: str, halved: bool) -> str:
+    """A run that successive halving stopped at its rung, and that got there, reads as *pruned*."""
+    return "pruned" if halved and state == "finished" else state
+
+
 def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[Path] = frozenset()) -> list[RunStatus]:
     """The status of every run of the grid at the budget it is to train now; a run that successive halving stopped
     at a rung, and that got there, is *pruned*."""
@@ -81,9 +86,7 @@ def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[
     out = []
     for run, halved in planned_runs(sweep, runs_root):
         status = run_status(run, root / run.run_id(), active=root / run.run_id() in active)
-        if halved and status.state == "finished":
-            status = dataclasses.replace(status, state="pruned")
-        out.append(status)
+        out.append(dataclasses.replace(status, state=halved_state(status.state, halved)))
     return out
 
 
