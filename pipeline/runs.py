@@ -1,6 +1,6 @@
 """The runs of a profile or of a folder, one row each: what ``transduce runs`` lists and exports; and a profile's
-finished runs archived without their checkpoints (``transduce archive``), so that a report can be regenerated, and a
-sweep resumed, on a machine that never held them."""
+finished runs archived without their checkpoints, its unfinished ones with them (``transduce archive``), so that a
+report can be regenerated, and a sweep resumed, on a machine that never held them."""
 
 from __future__ import annotations
 
@@ -82,14 +82,55 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None, tasks
 
 # What an archived run keeps: everything the report and the sweep read, except the checkpoints (megabytes each) and
 # the W&B folder (the dashboard; the same numbers are in metrics.csv). ``results.<batches>.json`` are the results
-# of a run before it was extended; ``traces/`` the memory traces the report draws.
+# of a run before it was extended; ``traces/`` the memory traces the report draws. A run not finished when its stint
+# ends (a session, a job's time limit) is kept apart, in ``unfinished_runs/`` beside ``finished_runs/``, with its two
+# checkpoints: restored, it resumes where it stopped, so a run longer than any one machine's stint (the 200,000-batch
+# LSTMs of issue 34) still ends. Once it is finished it moves to ``finished_runs/`` and its checkpoints are dropped.
+UNFINISHED = "unfinished_runs"
+RESUME_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt")
 
+
+def unfinished_folder(finished: Path) -> Path:
+    """Where the unfinished runs of the archive ``finished`` go: beside it."""
+    return Path(finished).parent / UNFINISHED
+
+
+def _copy_run(run_dir: Path, dest: Path, extra: tuple[str, ...] = ()) -> None:
+    """Copy the archived files of ``run_dir`` (and ``extra``, paths inside it) to ``dest/<run id>/``, replacing an
+    older copy atomically: a reader sees the old copy or the new one."""
+    dest.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", dir=dest))
+    files = [run_dir / name for name in ARCHIVED_FILES + extra if (run_dir / name).is_file()]
+    files += [f for pattern in ARCHIVED_GLOBS for f in sorted(run_dir.glob(pattern))]
+    for f in files:
+        target = staging / f.relative_to(run_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+    staging.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
+    _replace(staging, dest / run_dir.name)
+
+
+def _replace(staging: Path, final: Path) -> None:
+    if final.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))
+        final.rename(old / "run")
+        staging.rename(final)
+        shutil.rmtree(old)
+    else:
+        staging.rename(final)
+
+
+def _remove(folder: Path) -> None:
+    """Remove an archived copy in one step (renamed away first, so no reader sees half of it)."""
+    old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+    folder.rename(old / "run")
+    shutil.rmtree(old)
 
 
 def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> list[str]:
     """Copy every finished or pruned run of ``profile`` to ``dest/<run id>/`` without its checkpoints, after
     drawing the test-length trace the report needs from a memory model's checkpoint. A run already archived is
-    replaced (atomically: a reader sees the old copy or the new one). Returns the run ids archived."""
+    replaced (atomically). Returns the run ids archived."""
     from pipeline.inspection import run_trace
     from pipeline.models import memory_of
     from pipeline.reports.build import TRACE_INDEX
@@ -97,7 +138,6 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
 
     sweep = load_sweep(profile)
     root = sweep_root(sweep, runs_root)
-    dest = Path(dest)
     done = []
     for run, _ in planned_runs(sweep, runs_root):
         run_dir = root / run.run_id()
@@ -105,32 +145,44 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
             continue
         if memory_of(run.model.name) is not None:
             run_trace(run_dir, "test", TRACE_INDEX)
-        dest.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", dir=dest))
-        files = [run_dir / name for name in ARCHIVED_FILES if (run_dir / name).is_file()]
-        files += [f for pattern in ARCHIVED_GLOBS for f in sorted(run_dir.glob(pattern))]
-        for f in files:
-            target = staging / f.relative_to(run_dir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, target)
-        staging.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
-        final = dest / run_dir.name
-        if final.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.old.", dir=dest))
-            final.rename(old / "run")
-            staging.rename(final)
-            shutil.rmtree(old)
-        else:
-            staging.rename(final)
+        _copy_run(run_dir, Path(dest))
         done.append(run_dir.name)
     return done
 
 
-def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None) -> list[str]:
+def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> tuple[list[str],
+                                                                                                      list[str]]:
+    """Copy every interrupted run of ``profile`` (it trained, stopped short of its budget, and no process holds it)
+    to ``dest/<run id>/`` with its checkpoints, so that it can resume elsewhere; and drop the copy of a run that is
+    done since (it is in the finished archive now). A running run is left for its next archive: stop the sweep first
+    (its runs checkpoint as they stop). Returns (ids kept, ids dropped)."""
+    from pipeline.sweep import load_sweep, sweep_root
+
+    sweep = load_sweep(profile)
+    root = sweep_root(sweep, runs_root)
+    dest = Path(dest)
+    kept, dropped = [], []
+    for run, _ in planned_runs(sweep, runs_root):
+        run_dir, copy = root / run.run_id(), dest / run.run_id()
+        state = run_state(run_dir, run)
+        if state == "interrupted" and RunDir(run_dir).metrics_file.is_file():
+            _copy_run(run_dir, dest, RESUME_FILES)
+            kept.append(run_dir.name)
+        elif state in DONE and copy.exists():
+            _remove(copy)
+            dropped.append(run_dir.name)
+    return kept, dropped
+
+
+def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None, unfinished: bool = False
+                 ) -> list[str]:
     """Copy the archived runs of ``profile`` found in ``source`` into its runs folder, where the sweep counts them
-    as finished and the report reads them. Never overwrites a run that has begun: a folder that holds only its
-    config (a pending run a sweep prepared; the rest of a grid split between machines, say) takes the archived run,
-    under its lock, results last; any other is left alone. Returns the run ids restored."""
+    as finished and the report reads them (``unfinished``: ``source`` holds unfinished runs with their checkpoints,
+    which the sweep resumes). Never overwrites a run that has begun: a folder that holds only its config (a pending
+    run a sweep prepared; the rest of a grid split between machines, say) takes the archived run, under its lock,
+    the file that makes it finished (or resumable) last; any other is left alone. Restore the unfinished archive
+    before the finished one: a run of successive halving may be in both, and the unfinished copy is the later.
+    Returns the run ids restored."""
     from pipeline.sweep import load_sweep, sweep_root
 
     sweep = load_sweep(profile)
@@ -138,10 +190,11 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
     restored = []
     for run in sweep.runs():
         archived, target = Path(source) / run.run_id(), root / run.run_id()
-        if not RunDir(archived).results_file.is_file():
+        marker = archived / (RESUME_FILES[0] if unfinished else RunDir(archived).results_file.name)
+        if not marker.is_file():
             continue
         if target.exists():
-            if run_state(target, run) == "pending" and _fill_pending(archived, target):
+            if run_state(target, run) == "pending" and _fill_pending(archived, target, marker):
                 restored.append(target.name)
             continue
         root.mkdir(parents=True, exist_ok=True)
@@ -153,17 +206,16 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
     return restored
 
 
-def _fill_pending(archived: Path, target: Path) -> bool:
+def _fill_pending(archived: Path, target: Path, marker: Path) -> bool:
     """Copy an archived run into the folder of the same run not yet begun (config.yaml alone), holding its lock so no
-    worker starts it meanwhile; ``results.json``, which makes it finished, comes last. False if it began after all
-    (logged a batch, or a worker holds it)."""
+    worker starts it meanwhile; ``marker`` (results.json, which makes it finished, or the checkpoint that makes it
+    resumable) comes last. False if it began after all (logged a batch, or a worker holds it)."""
     from pipeline.runlock import run_lock
 
     with run_lock(target) as lock:
         if not lock or RunDir(target).metrics_file.exists() or RunDir(target).results_file.exists():
             return False
-        results = RunDir(archived).results_file
         shutil.copytree(archived, target, dirs_exist_ok=True, ignore=lambda folder, names:
-                        [results.name] if Path(folder) == archived else [])
-        atomic_write_bytes(RunDir(target).results_file, results.read_bytes())
+                        [marker.name] if Path(folder) == marker.parent else [])
+        atomic_write_bytes(target / marker.relative_to(archived), marker.read_bytes())
     return True

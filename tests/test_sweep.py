@@ -188,6 +188,49 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
         "traces/reversal_stack.png") == 1
 
 
+def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path):
+    """A run longer than one machine's stint (issue 34's 200,000-batch LSTMs): archived while unfinished it keeps its
+    checkpoints, in unfinished_runs/ beside finished_runs/; restored on a machine that never held it, the sweep
+    resumes it, and it ends exactly as a twin trained without a break. Once finished, its unfinished copy (and the
+    checkpoints) leave the archive."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    short, long = profile(tmp_path, name="stint", models=("lstm1",), max_batches=10), tmp_path / "long" / "stint.yaml"
+    long.parent.mkdir()
+    data = yaml.safe_load(short.read_text())
+    data["defaults"]["training"]["max_batches"] = 20  # the same run (the budget is not in its id), asked for more
+    long.write_text(yaml.safe_dump(data))
+    runs, fresh, twin = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin"
+    archive = tmp_path / "archive" / "finished_runs"
+    run_local(load_sweep(short), runs, echo=lambda _: None)  # the first stint: 10 of its 20 batches
+    (run,) = load_sweep(long).runs()
+    assert [s.state for s in sweep_status(load_sweep(long), runs)] == ["interrupted"]
+
+    def archive_cli(*extra, runs_dir=runs):
+        result = CliRunner().invoke(app, ["archive", str(long), "--runs-dir", str(runs_dir), "--to", str(archive),
+                                          *extra])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "kept 1 unfinished run(s)" in archive_cli() and "archived 0 finished" in archive_cli()
+    kept = tmp_path / "archive" / "unfinished_runs" / run.run_id()
+    assert sorted(p.name for p in kept.rglob("*.ckpt")) == ["best.ckpt", "last.ckpt"] and not archive.exists()
+    assert "restored 1 unfinished run(s)" in archive_cli("--restore", runs_dir=fresh)
+    assert [s.state for s in sweep_status(load_sweep(long), fresh)] == ["interrupted"]
+    assert [s.state for s in run_local(load_sweep(long), fresh, echo=lambda _: None)] == ["finished"]
+    assert [s.state for s in run_local(load_sweep(long), twin, echo=lambda _: None)] == ["finished"]
+    resumed, straight = (json.loads((where / run.run_id() / "results.json").read_text()) for where in (fresh, twin))
+    for key in ("batches", "train_perplexity", "train_coarse", "train_fine", "test_coarse", "test_fine"):
+        assert resumed[key] == straight[key], key
+    assert (fresh / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
+
+    output = archive_cli(runs_dir=fresh)  # finished now: into finished_runs/, out of unfinished_runs/
+    assert "archived 1 finished" in output and "dropped 1 finished since" in output, output
+    assert not kept.exists() and not list(archive.rglob("*.ckpt"))
+
+
 def test_restoring_a_profile_never_archived_uses_its_runs_folder_as_it_is(tmp_path):
     """Fault 7 of issue 35: `make report PROFILE=smoke` (restore, then report) failed with "nothing to restore" though
     the runs were there. With no archive at the profile's own place there is nothing to add; an archive named with

@@ -161,23 +161,32 @@ def archive(
                                                           "back into it (nothing there is overwritten)."),
 ) -> None:
     """Keep a profile's finished runs without their checkpoints (their files and the memory traces the report
-    draws), so a report can be regenerated, and an unfinished sweep resumed, where the runs folder was lost."""
-    from pipeline.runs import archive_runs, restore_runs
+    draws), and its interrupted runs with them (in unfinished_runs/ beside), so a report can be regenerated, and an
+    unfinished sweep resumed where it stopped, where the runs folder was lost."""
+    from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs, unfinished_folder
 
     config = load_profile(profile)
     folder = to if to is not None else config.reports_dir() / "finished_runs"
+    unfinished = unfinished_folder(folder)
     if restore:
-        if not folder.is_dir():
+        if not folder.is_dir() and not unfinished.is_dir():
             if to is not None:  # an archive named and not there: a typo, said as one
                 fail(ConfigError(f"no archive at {str(folder)!r}: nothing to restore"))
             # a profile that was never archived (smoke, say): its runs folder is all there is, as `make report` needs
             typer.echo(f"no archive at {folder}: nothing to restore; the runs folder is used as it is")
             return
+        resumable = restore_runs(profile, unfinished, runs_dir, unfinished=True) if unfinished.is_dir() else []
         ids = restore_runs(profile, folder, runs_dir)
         typer.echo(f"restored {len(ids)} run(s) from {folder}")
+        if resumable:
+            typer.echo(f"restored {len(resumable)} unfinished run(s) from {unfinished}: the sweep resumes them")
     else:
         ids = archive_runs(profile, folder, runs_dir)
         typer.echo(f"archived {len(ids)} finished or pruned run(s) to {folder}")
+        kept, dropped = archive_unfinished_runs(profile, unfinished, runs_dir)
+        if kept or dropped:
+            typer.echo(f"kept {len(kept)} unfinished run(s) with their checkpoints in {unfinished} (resumable)"
+                       + (f"; dropped {len(dropped)} finished since" if dropped else ""))
 
 
 @app.command()
