@@ -55,8 +55,9 @@ def test_every_member_equals_its_run_trained_alone(model):
     t = configs[0].training
     optimizer = PopulationRMSprop(population.ordered_parameters(), [c.training.lr for c in configs],
                                   t.rmsprop_alpha, t.rmsprop_eps)
-    losses = [population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip)
-              for step in range(STEPS)]
+    losses = [nll / tokens for nll, tokens in
+              (population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip)
+               for step in range(STEPS))]
     for k, config in enumerate(configs):
         alone, module, alone_optimizer = train_alone(config, STEPS)
         assert [loss[k].item() for loss in losses] == pytest.approx(alone, rel=1e-9, abs=0)

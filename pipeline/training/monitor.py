@@ -58,6 +58,7 @@ class TrainingMonitor(L.Callback):
         self.left_start_at: int | None = None  # the batch whose window first fell to half the first's (stopping.py)
         self.last_eval_step = -1
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
+        self.progress_bar = True  # a member of a population has no Lightning loop to show its numbers in
         self._since = time.monotonic()
 
     @property
@@ -144,7 +145,7 @@ class TrainingMonitor(L.Callback):
             self.first_perplexity = self.last_perplexity
         if self.left_start_at is None and left_start(self.first_perplexity, self.last_perplexity):
             self.left_start_at = step
-        if progress_bar:  # Lightning allows self.log in batch hooks only
+        if progress_bar and self.progress_bar:  # Lightning allows self.log in batch hooks only
             module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
         return {"train/perplexity": self.last_perplexity}
 
@@ -168,7 +169,7 @@ class TrainingMonitor(L.Callback):
         test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
         metrics = {"train/coarse": train.coarse, "train/fine": train.fine, "test/coarse": test.coarse,
                    "test/fine": test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
-        if progress_bar:
+        if progress_bar and self.progress_bar:
             module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
             module.log("test_coarse", test.coarse, prog_bar=True, logger=False)
 

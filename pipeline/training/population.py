@@ -166,12 +166,17 @@ class PopulationMemoryLSTM(Population):
         return self.readout(torch.stack(outputs, dim=2))
 
 
-def stack_batches(batches: list[Batch]) -> tuple[Tensor, Tensor, Tensor]:
-    """One batch per member, right-padded to the longest: inputs and targets (P, B, L) and lengths (P, B). Padding
-    is input 0 (any id: it comes after every real position) and target IGNORE_INDEX (never scored)."""
+def stack_batches(batches: list[Batch], length: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """One batch per member, right-padded to the longest (or to ``length``, a static shape: then a member's
+    arithmetic never depends on the other members' batches): inputs and targets (P, B, L) and lengths (P, B).
+    Padding is input 0 (any id: it comes after every real position) and target IGNORE_INDEX (never scored)."""
     if len({b.inputs.shape[0] for b in batches}) != 1:
         raise ValueError("every member of a population trains on batches of one size")
     L = max(b.inputs.shape[1] for b in batches)
+    if length is not None:
+        if L > length:
+            raise ValueError(f"a batch of {L} positions does not fit the population's static length {length}")
+        L = length
     inputs = torch.stack([F.pad(b.inputs, (0, L - b.inputs.shape[1]), value=0) for b in batches])
     targets = torch.stack([F.pad(b.targets, (0, L - b.targets.shape[1]), value=IGNORE_INDEX) for b in batches])
     return inputs, targets, torch.stack([b.lengths for b in batches])
@@ -213,18 +218,21 @@ def clip_per_member(params: list[Tensor], max_norm: float) -> Tensor:
     return norms
 
 
-def population_step(model: PopulationLSTM, optimizer: PopulationRMSprop, batches: list[Batch],
-                    clip: float) -> Tensor:
-    """One training step of every member on its own batch: returns each member's loss (P,) (its mean negative
-    log-likelihood per target token, what its single run's ``training_step`` returns)."""
-    inputs, targets, lengths = stack_batches(batches)
+def population_step(model: Population, optimizer: PopulationRMSprop, batches: list[Batch],
+                    clip: float, length: int | None = None) -> tuple[Tensor, Tensor]:
+    """One training step of every member on its own batch. Returns each member's summed negative log-likelihood of
+    its target tokens and their number, both (P,): nll / tokens is its loss, what its single run's ``training_step``
+    returns, and the two are what the run's perplexity window adds up (``TrainingMonitor``). ``length``: pad every
+    step to it (static shapes, see :func:`stack_batches`)."""
+    device = optimizer.params[0].device
+    inputs, targets, lengths = (x.to(device) for x in stack_batches(batches, length))
     logits = model(inputs, lengths)
     nll = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none")
     nll = nll.reshape(targets.shape).sum(dim=(1, 2))  # (P,)
-    tokens = torch.stack([b.target_lengths.sum() for b in batches]).to(nll.dtype)
-    losses = nll / tokens
+    tokens = torch.stack([b.target_lengths.sum() for b in batches]).to(nll.device)
+    losses = nll / tokens.to(nll.dtype)
     optimizer.zero_grad()
     losses.sum().backward()  # a sum over members: no member's gradient is scaled by another's
     clip_per_member(optimizer.params, clip)
     optimizer.step()
-    return losses.detach()
+    return nll.detach(), tokens

@@ -1,0 +1,394 @@
+"""Population training, the runs (issue 36): P runs trained as one model, each writing its own run folder exactly as
+a single run does, so that ``report``, ``runs``, ``dashboard``, ``inspect``, ``archive`` and a later single
+``transduce train`` of any member read and resume it unchanged.
+
+:func:`train_population` takes P run configs that may differ in task, seed and learning rate (and the memory's start
+biases) but share an architecture (:func:`population_key`). Each member is set up as :func:`~pipeline.training.run.
+train` sets up its run: its folder claimed under its lock, its weights initialised from its own seed, its batches
+drawn from its own stream (indexed by its own step), its :class:`~pipeline.training.monitor.TrainingMonitor` (the
+same perplexity windows, evaluations, stopping rules and checkpoints), its results written last. Only the step is
+shared (:func:`~pipeline.training.population.population_step`). The monitor is driven through :class:`MemberTrainer`,
+the few things it asks of a Lightning ``Trainer``; the checkpoints it writes are Lightning checkpoints (loops,
+optimizer and monitor state) that a single run resumes from.
+
+A member that stops (converged, plateau, pruned, its budget) leaves the population, which goes on with the others;
+killed (``kill -9``) and run again, every member resumes from its own ``last.ckpt``, and the population, whose
+members checkpoint at the same steps, goes on exactly as it would have.
+
+Not yet (issue 36): CUDA-graph capture of the step, and refilling a stopped member's slot with the next pending run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+from contextlib import ExitStack
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from pipeline.config import ConfigError, RunConfig, to_dict
+from pipeline.data.cache import load_eval_set
+from pipeline.data.stream import TrainingBatches
+from pipeline.files import atomic_write_text
+from pipeline.models import memory_of
+from pipeline.rundir import RunDir
+from pipeline.runlock import claim_owner, lock_owner, run_lock
+from pipeline.runtime import configure_cpu_process, resolve_device
+from pipeline.training.metrics_log import ResumableCSVLogger
+from pipeline.training.module import TransductionModule
+from pipeline.training.monitor import TrainingMonitor
+from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
+from pipeline.training.run import (
+    EVAL_SPLITS,
+    CtrlC,
+    RunBusy,
+    RunStopped,
+    check_continuable,
+    claim_run_directory,
+    continuation,
+    ctrl_c_as_exception,
+    final_results,
+    read_checkpoint,
+    record_commit,
+    refuse_lost_progress,
+)
+
+# What every member of one population shares: the architecture (its parameters' shapes) and the step's arithmetic.
+# Task, seed, learning rate, budget, schedules and stopping rules are each member's own.
+SHARED_TRAINING = ("batch_size", "clip", "clip_mode", "rmsprop_alpha", "rmsprop_eps")
+
+
+def population_key(config: RunConfig) -> tuple:
+    """Runs with equal keys can train as one population: one model (the start biases aside: they are initial values,
+    not shapes), one step. Tasks differ in vocabulary only between the synthetic tasks and the ITG tasks: the
+    vocabulary's sizes are part of the key."""
+    from pipeline.data.encoding import JointVocabulary
+    from pipeline.tasks import get_task
+
+    model = {k: v for k, v in to_dict(config.model).items() if not k.endswith("_bias")}
+    vocab = JointVocabulary.for_task(get_task(config.task, config.length_distribution), config.model.target_inputs)
+    training = tuple(getattr(config.training, k) for k in SHARED_TRAINING)
+    return tuple(sorted(model.items())), (vocab.input_size, vocab.output_size), training
+
+
+class MemberTrainer:
+    """What :class:`TrainingMonitor` asks of a Lightning ``Trainer``, for one member: its step, its stop flag, its
+    loggers, and checkpoints written as Lightning writes them."""
+
+    def __init__(self, member: "Member", loggers: list) -> None:
+        self.member, self.loggers, self.should_stop = member, loggers, False
+
+    @property
+    def global_step(self) -> int:
+        return self.member.step
+
+    def save_checkpoint(self, path: Path, weights_only: bool = False) -> None:
+        self.member.write_checkpoint(Path(path), weights_only)
+
+
+@dataclasses.dataclass
+class Member:
+    config: RunConfig
+    run_dir: Path
+    module: TransductionModule
+    monitor: TrainingMonitor
+    batches: TrainingBatches
+    eval_sets: dict
+    commits: list[str]
+    optimizer: torch.optim.RMSprop  # the single run's optimizer: its state is what the checkpoints hold
+    step: int = 0
+    trainer: MemberTrainer | None = None
+    population: "PopulationSlot | None" = None
+
+    @property
+    def done(self) -> bool:
+        return self.trainer.should_stop or self.step >= self.config.training.max_batches
+
+    def write_checkpoint(self, path: Path, weights_only: bool) -> None:
+        """A Lightning checkpoint of this member at its step, as a single run's Trainer writes it mid-run."""
+        if self.population is not None:
+            self.population.pull(self)
+        checkpoint = {"epoch": 0, "global_step": self.step, "pytorch-lightning_version": L.__version__,
+                      "state_dict": self.module.state_dict(), "loops": fit_loop_state(self.step),
+                      "hparams_name": None, "hyper_parameters": dict(self.module.hparams)}
+        if not weights_only:
+            checkpoint.update(callbacks={type(self.monitor).__name__: self.monitor.state_dict()},
+                              optimizer_states=[self.optimizer.state_dict()], lr_schedulers=[])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        torch.save(checkpoint, partial)
+        partial.replace(path)  # atomic: a kill leaves the old checkpoint or the new one
+
+
+@dataclasses.dataclass
+class PopulationSlot:
+    """The live members, their stacked model and optimizer; ``pull`` copies one member's current weights and RMSProp
+    state back into its own module and optimizer (for its evaluations and checkpoints)."""
+
+    members: list[Member]
+    model: torch.nn.Module
+    optimizer: PopulationRMSprop
+
+    @classmethod
+    def of(cls, members: list[Member], device: torch.device) -> "PopulationSlot":
+        models = [m.module.model for m in members]
+        model = (PopulationLSTM if memory_of(members[0].config.model.name) is None else PopulationMemoryLSTM)(models)
+        model = model.to(device)
+        t = members[0].config.training
+        optimizer = PopulationRMSprop(model.ordered_parameters(), [m.config.training.lr for m in members],
+                                      t.rmsprop_alpha, t.rmsprop_eps)
+        params = [list(m.module.model.parameters()) for m in members]
+        for i, avg in enumerate(optimizer.square_avg):
+            for k, m in enumerate(members):
+                state = m.optimizer.state.get(params[k][i])
+                if state is not None:
+                    avg[k].copy_(state["square_avg"])
+        slot = cls(members, model, optimizer)
+        for m in members:
+            m.population = slot
+        return slot
+
+    @torch.no_grad()
+    def pull(self, member: Member) -> None:
+        k = self.members.index(member)
+        for i, (name, p) in enumerate(member.module.model.named_parameters()):
+            p.copy_(self.model.member(name)[k])
+            state = member.optimizer.state[p]
+            state["square_avg"] = self.optimizer.square_avg[i][k].detach().clone()
+            state["step"] = torch.tensor(float(member.step), dtype=_scalar_dtype())
+
+    def release(self) -> None:
+        for m in self.members:
+            self.pull(m)
+            m.population = None
+
+
+def _scalar_dtype() -> torch.dtype:
+    """The dtype torch's RMSprop keeps its step count in."""
+    return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+
+
+def fit_loop_state(step: int) -> dict:
+    """Lightning's loop state in a checkpoint written from ``on_train_batch_end`` at ``step`` (automatic optimisation,
+    one endless epoch): what a single run's checkpoints hold, so that ``trainer.fit(ckpt_path=...)`` resumes a
+    member's checkpoint at the batch after ``step``. ``tests/test_population_runs.py`` checks a single run resumes
+    from it exactly."""
+    def progress(done, extra=("started", "processed")):
+        counts = {"ready": done, "completed": done, **{k: done for k in extra}}
+        return {"total": dict(counts), "current": dict(counts)}
+
+    batch = progress(step)
+    for part in ("total", "current"):
+        batch[part]["completed"] = step - 1
+    zero = {"total": {"ready": 0, "completed": 0, "started": 0, "processed": 0},
+            "current": {"ready": 0, "completed": 0, "started": 0, "processed": 0}}
+    return {
+        "fit_loop": {
+            "state_dict": {},
+            "epoch_loop.state_dict": {"_batches_that_stepped": step - 1},
+            "epoch_loop.batch_progress": {**batch, "is_last_batch": False},
+            "epoch_loop.scheduler_progress": progress(0, ()),
+            "epoch_loop.automatic_optimization.state_dict": {},
+            "epoch_loop.automatic_optimization.optim_progress": {
+                "optimizer": {"step": progress(step, ()), "zero_grad": progress(step, ("started",))}},
+            "epoch_loop.manual_optimization.state_dict": {},
+            "epoch_loop.manual_optimization.optim_step_progress": progress(0, ()),
+            "epoch_loop.val_loop.state_dict": {},
+            "epoch_loop.val_loop.batch_progress": {**zero, "is_last_batch": False},
+            "epoch_progress": {"total": {"ready": 1, "completed": 0, "started": 1, "processed": 0},
+                               "current": {"ready": 1, "completed": 0, "started": 1, "processed": 0}},
+        },
+        "validate_loop": {"state_dict": {}, "batch_progress": {**zero, "is_last_batch": False}},
+        "test_loop": {"state_dict": {}, "batch_progress": {**zero, "is_last_batch": False}},
+        "predict_loop": {"state_dict": {}, "batch_progress": zero},
+    }
+
+
+def check_population(configs: list[RunConfig], run_dirs: list[Path]) -> None:
+    """One line, before any work, where the runs cannot train as one population."""
+    if not configs or len(configs) != len(run_dirs):
+        raise ConfigError(f"a population needs one run directory per config, got {len(configs)} configs and "
+                          f"{len(run_dirs)} directories")
+    for config in configs:
+        config.validate()
+    keys = [population_key(c) for c in configs]
+    for config, key in zip(configs, keys):
+        if key != keys[0]:
+            raise ConfigError(f"{config.run_id()} cannot train in one population with {configs[0].run_id()}: a "
+                              "population's runs share the model (name, sizes), the vocabulary's sizes and "
+                              f"training's {', '.join(SHARED_TRAINING)}")
+    if len({Path(d).resolve() for d in run_dirs}) != len(run_dirs):
+        raise ConfigError("a population's runs need a directory each; two members were given the same one")
+
+
+def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device: torch.device) -> Member | None:
+    """Set up one member as :func:`~pipeline.training.run.train` sets up its run (the caller holds its lock); None
+    when its results already answer its config."""
+    check_continuable(config, run_dir, False, False)
+    claim_run_directory(config, run_dir)
+    folder = RunDir(run_dir)
+    stored = folder.read_results()
+    if stored is not None:
+        if continuation(stored, config, False) is None:
+            return None
+        folder.archive_results()  # its budget was raised since: keep what it reported, go on
+    commits = record_commit(run_dir)
+    eval_sets = {split: load_eval_set(config.task, split, cache_dir, config.length_distribution)
+                 for split in EVAL_SPLITS}
+    monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
+    monitor.progress_bar = False
+    last = monitor.last_path if monitor.last_path.exists() else None
+    if last is None:
+        refuse_lost_progress(run_dir, config.training.checkpoint_every)
+    L.seed_everything(config.training.seed, workers=True, verbose=False)  # the single run's initialisation
+    module = TransductionModule.from_config(config).to(device)
+    optimizer = module.configure_optimizers()
+    step = 0
+    if last is not None:
+        checkpoint = read_checkpoint(last, run_dir)
+        module.load_state_dict(checkpoint["state_dict"])
+        optimizer.load_state_dict(checkpoint["optimizer_states"][0])
+        monitor.load_state_dict(checkpoint["callbacks"][type(monitor).__name__])
+        step = checkpoint["global_step"]
+    t = config.training
+    batches = TrainingBatches(module.task, module.vocab, seed=t.seed, batch_size=t.batch_size, pool=t.length_pool,
+                              start=step)
+    member = Member(config, Path(run_dir), module, monitor, batches, eval_sets, commits, optimizer, step)
+    loggers = [ResumableCSVLogger(run_dir, keep_through_step=step if last is not None else None)]
+    if config.tracking.wandb != "off":
+        from pipeline.training.tracking import wandb_logger
+
+        loggers.append(wandb_logger(config, run_dir))
+    member.trainer = MemberTrainer(member, loggers)
+    if monitor.stop_reason is not None:  # resumed after it had stopped: nothing left to train
+        member.trainer.should_stop = True
+    return member
+
+
+def finish_member(member: Member, device: torch.device, population: list[str]) -> dict:
+    """What a single run does when its loop ends: the last window and an evaluation, ``last.ckpt``, then the
+    selected checkpoint evaluated and ``results.json`` written last (naming the population it trained in)."""
+    member.monitor.on_train_end(member.trainer, member.module)
+    results = final_results(member.module, member.monitor, member.step, member.eval_sets, member.run_dir,
+                            member.commits, device)
+    results["population"] = population
+    atomic_write_text(RunDir(member.run_dir).results_file, json.dumps(results, indent=2) + "\n")
+    if member.config.tracking.wandb != "off":
+        from pipeline.training.tracking import log_final_results
+
+        log_final_results(member.trainer.loggers, results)
+    return results
+
+
+def static_length() -> int:
+    """The longest joint sequence of training: ``<s> source <|> target </s>`` at the longest training source (every
+    task's target is as long as its source)."""
+    from pipeline.tasks.base import SPLITS
+
+    return 2 * SPLITS["train"][1] + 3
+
+
+def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_dir: Path | None = None,
+                     accelerator: str = "cpu", static_shapes: bool | None = None) -> list[dict | None]:
+    """Train (or resume, or return the results of) the runs ``configs`` in ``run_dirs`` as one population. Returns
+    each run's results, in order (None for a run whose training failed: its ``failed.json`` says why; the others go
+    on). Raises :class:`RunBusy` if another process trains one of them, :class:`RunStopped` on SIGTERM or Ctrl-C
+    (every member resumes from its last checkpoint when run again).
+
+    ``static_shapes`` (default: on a GPU) pads every step to :func:`static_length`, the shape a captured step needs;
+    then no member's arithmetic depends on the others' batches, so a population killed between two members'
+    checkpoints resumes bit for bit. Without it each step is padded to its longest batch only (cheaper on a CPU)."""
+    run_dirs = [Path(d) for d in run_dirs]
+    check_population(configs, run_dirs)
+    device = resolve_device(accelerator)
+    length = static_length() if (device.type == "cuda" if static_shapes is None else static_shapes) else None
+    ids = [c.run_id() for c in configs]
+    results: list[dict | None] = [None] * len(configs)
+    with ExitStack() as locks:
+        for run_dir in run_dirs:
+            lock = locks.enter_context(run_lock(run_dir))
+            if not lock:
+                owner = lock_owner(run_dir)
+                raise RunBusy(f"{run_dir} is being trained by another process{f' ({owner})' if owner else ''}; "
+                              "wait for it to end, or stop it first")
+            claim_owner(lock)
+        configure_cpu_process()
+        members = []
+        for k, (config, run_dir) in enumerate(zip(configs, run_dirs)):
+            member = open_member(config, run_dir, cache_dir, device)
+            if member is None:
+                results[k] = RunDir(run_dir).read_results()
+            else:
+                members.append(member)
+        live = [m for m in members if not m.done]
+        previous = _stop_on_sigterm()
+        try:
+            with ctrl_c_as_exception():
+                _train_live(live, device, length)
+        except (CtrlC, _Stopped) as stopped:
+            why, code = (("SIGTERM", 128 + signal.SIGTERM) if isinstance(stopped, _Stopped)
+                         else ("an interrupt (Ctrl-C)", 128 + signal.SIGINT))
+            raise RunStopped(run_dirs[0].parent, min((m.step for m in live), default=0), why, code) from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        for member in members:
+            if member.config.run_id() in _failed(members):
+                continue
+            results[ids.index(member.config.run_id())] = finish_member(member, device, ids)
+    return results
+
+
+class _Stopped(Exception):
+    """SIGTERM while a population trains."""
+
+
+def _stop_on_sigterm():
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum, frame):
+        raise _Stopped()
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _failed(members: list[Member]) -> set[str]:
+    return {m.config.run_id() for m in members if RunDir(m.run_dir).failed_file.exists()}
+
+
+def _train_live(live: list[Member], device: torch.device, length: int | None) -> None:
+    """Step the live members together until each has stopped: whenever one stops, the others go on as a smaller
+    population (on a CPU rebuilding it costs nothing)."""
+    while live:
+        slot = PopulationSlot.of(live, device)
+        clip = live[0].config.training.clip
+        while not any(m.done for m in live):
+            nll, tokens = population_step(slot.model, slot.optimizer,
+                                          [m.batches.batch(m.step) for m in live], clip, length)
+            for k, member in enumerate(live):
+                member.step += 1
+                if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
+                    _fail(member, f"FloatingPointError: training loss is {nll[k].item()} at batch {member.step}")
+                    continue
+                if member.step % member.config.training.eval_every == 0:  # evaluated on the member's own module
+                    slot.pull(member)
+                member.monitor.on_train_batch_end(member.trainer, member.module,
+                                                  {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
+        slot.release()
+        live = [m for m in live if not m.done and not RunDir(m.run_dir).failed_file.exists()]
+
+
+def _fail(member: Member, error: str) -> None:
+    import time
+
+    from pipeline.provenance import git_commit
+
+    member.trainer.should_stop = True
+    RunDir(member.run_dir).write_failure({"error": error, "traceback": "", "commit": git_commit(),
+                                          "time": time.strftime("%Y-%m-%d %H:%M:%S")})

@@ -1,0 +1,165 @@
+"""Population training's runs (pipeline/training/population_run.py): every member writes the run folder its single
+run writes (the same metrics within float32 rounding, results, checkpoints a single run resumes from), a member that
+stops leaves the others training, and a population killed with kill -9 and run again equals its uninterrupted twin."""
+
+import csv
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.rundir import RunDir
+from pipeline.training.population_run import population_key, train_population
+from pipeline.training.run import train
+
+REPO = Path(__file__).resolve().parents[1]
+NUMBERS = ("train/perplexity", "train/coarse", "train/fine", "test/coarse", "test/fine")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+
+
+def member(task, seed, lr, model="lstm1", max_batches=200, **training):
+    settings = dict(seed=seed, lr=lr, max_batches=max_batches, perplexity_every=20, eval_every=50, eval_size=10,
+                    test_eval_size=10, final_eval_size=20, checkpoint_every=25, early_stop_patience=0)
+    settings.update(training)
+    return from_dict(RunConfig, {"task": task, "model": {"name": model, "hidden": 16, "embedding": 8,
+                                                         "memory_width": 8},
+                                 "training": settings, "tracking": {"wandb": "off"}})
+
+
+def metrics(run_dir):
+    with open(Path(run_dir) / "metrics.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_same_numbers(rows, expected, rel):
+    assert [r["step"] for r in rows] == [r["step"] for r in expected]
+    for row, want in zip(rows, expected):
+        for key in want:
+            if key == "step" or want[key] == "":
+                assert row[key] == want[key], (row["step"], key)
+            else:
+                assert float(row[key]) == pytest.approx(float(want[key]), rel=rel, abs=1e-12), (row["step"], key)
+
+
+@pytest.mark.parametrize("model", ["lstm1", "stack"])
+def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
+    """200 batches in float32, three members that differ in task, seed, learning rate and budget (one leaves the
+    population at 120): each member's metrics.csv rows equal its single run's within 1e-4 relative, its results
+    say the same, and its folder holds the same files."""
+    configs = [member("copy", 3, 1e-3, model), member("reversal", 7, 5e-4, model, max_batches=120),
+               member("bigram_flip", 11, 2e-3, model)]
+    together = [tmp_path / "population" / c.run_id() for c in configs]
+    results = train_population(configs, together)
+    for config, run_dir, result in zip(configs, together, results):
+        alone = tmp_path / "alone" / config.run_id()
+        expected = train(config, alone, progress=False)
+        assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+        assert result["batches"] == expected["batches"] == config.training.max_batches
+        assert result["population"] == [c.run_id() for c in configs]
+        for key in ("train_coarse", "test_coarse", "train_fine", "test_fine", "train_perplexity", "selected_step"):
+            assert result[key] == pytest.approx(expected[key], rel=1e-3, abs=1e-3), key
+        assert RunDir(run_dir).state(config) == "finished" and not RunDir(run_dir).damage()
+        names = {p.relative_to(alone).as_posix() for p in alone.rglob("*") if p.is_file()}
+        assert {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()} == names
+
+
+def test_a_single_run_resumes_a_members_checkpoint(tmp_path):
+    """A member's checkpoints are a single run's: `train` extends a member trained to 60 batches on to 120 as it
+    extends its own run (the same numbers within float32 rounding), its earlier results kept."""
+    short, long = member("reversal", 5, 5e-3, max_batches=60), member("reversal", 5, 5e-3, max_batches=120)
+    train_population([short, member("copy", 1, 1e-3, max_batches=60)],
+                     [tmp_path / "p" / short.run_id(), tmp_path / "p" / "other"])
+    extended = train(long, tmp_path / "p" / short.run_id(), progress=False)
+    train(short, tmp_path / "alone", progress=False)
+    straight = train(long, tmp_path / "alone", progress=False)  # its own run, extended the same way
+    assert (tmp_path / "p" / short.run_id() / "results.60.json").is_file()
+    assert_same_numbers(metrics(tmp_path / "p" / short.run_id()), metrics(tmp_path / "alone"), rel=1e-4)
+    assert extended["train_perplexity"] == pytest.approx(straight["train_perplexity"], rel=1e-4)
+
+
+def test_a_member_that_stops_early_leaves_while_the_others_go_on(tmp_path):
+    """Each member stops by its own rule: one that the pruning rule stops at batch 40 (still on its starting
+    plateau) ends there with its reason; the other trains to its budget."""
+    quick = member("copy", 2, 1e-3, max_batches=200, prune_at=[40])
+    slow = member("copy", 4, 1e-3, max_batches=100)
+    done = train_population([quick, slow], [tmp_path / "quick", tmp_path / "slow"])
+    assert (done[0]["batches"], done[0]["stop_reason"]) == (40, "pruned")
+    assert (done[1]["batches"], done[1]["stop_reason"]) == (100, "budget")
+    assert train_population([quick, slow], [tmp_path / "quick", tmp_path / "slow"]) == done  # nothing left to do
+
+
+def test_runs_that_cannot_share_a_model_are_refused_before_any_work(tmp_path):
+    with pytest.raises(ConfigError, match=r"cannot train in one population .*share the model"):
+        train_population([member("copy", 0, 1e-3), member("copy", 0, 1e-3, "lstm2")], [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(ConfigError, match="a directory each"):
+        train_population([member("copy", 0, 1e-3), member("copy", 1, 1e-3)], [tmp_path / "a", tmp_path / "a"])
+    assert not (tmp_path / "a").exists()
+    # the start biases are initial values, not shapes: runs that differ only there share a population
+    stack = member("copy", 0, 1e-3, "stack")
+    paper_start = dataclasses.replace(stack, model=dataclasses.replace(stack.model, push_bias=None))
+    assert population_key(stack) == population_key(paper_start)
+
+
+POPULATION_SCRIPT = """
+import sys
+from pathlib import Path
+from pipeline.config import RunConfig, from_dict
+from pipeline.training.population_run import train_population
+import json
+spec = json.loads(sys.argv[1])
+configs = [from_dict(RunConfig, c) for c in spec["configs"]]
+train_population(configs, [Path(d) for d in spec["dirs"]], static_shapes=True)
+"""
+
+
+@pytest.mark.parametrize("model", ["lstm1", pytest.param("stack", marks=pytest.mark.slow)])  # the Stack: ~1 min
+def test_a_population_killed_and_run_again_equals_its_uninterrupted_twin(tmp_path, model):
+    """kill -9 mid-run (after the members' checkpoints at batch 50 or later), run again: every member resumes from
+    its own last.ckpt and ends with the metrics.csv and results of the twin that was never stopped, byte for byte.
+    Static shapes make a member's arithmetic its own, wherever the kill fell between two members' checkpoints."""
+    from pipeline.config import to_dict
+
+    configs = [member("copy", 3, 1e-2, model, max_batches=150, checkpoint_every=10),
+               member("reversal", 7, 5e-3, model, max_batches=150, checkpoint_every=10)]
+
+    def spec(root):
+        return json.dumps({"configs": [to_dict(c) for c in configs], "dirs": [str(root / c.run_id()) for c in configs]})
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    twin = subprocess.run([sys.executable, "-c", POPULATION_SCRIPT, spec(tmp_path / "twin")], env=env,
+                          capture_output=True, text=True)
+    assert twin.returncode == 0, twin.stderr
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, "-c", POPULATION_SCRIPT, spec(killed)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    last = [killed / c.run_id() / "checkpoints" / "last.ckpt" for c in configs]
+    def logged(run_dir):
+        return len(metrics(run_dir)) if (run_dir / "metrics.csv").exists() else 0
+
+    while time.monotonic() < deadline and not all(p.exists() and logged(p.parents[1]) >= 3 for p in last):
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not any((killed / c.run_id() / "results.json").exists() for c in configs), "killed too late to test"
+    again = subprocess.run([sys.executable, "-c", POPULATION_SCRIPT, spec(killed)], env=env, capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    for c in configs:
+        assert (killed / c.run_id() / "metrics.csv").read_text() == (tmp_path / "twin" / c.run_id() /
+                                                                     "metrics.csv").read_text()
+        mine, theirs = (json.loads((root / c.run_id() / "results.json").read_text())
+                        for root in (killed, tmp_path / "twin"))
+        for key in ("batches", "train_perplexity", "train_coarse", "train_fine", "test_coarse", "test_fine"):
+            assert mine[key] == theirs[key], key
