@@ -313,6 +313,9 @@ class SweepConfig:
     description: str = ""
     defaults: dict = field(default_factory=dict)  # any subset of a run config, for every run
     workers: int | None = None  # local pool size; None: one per CPU core
+    # Runs trained together as one model (pipeline.training.population_run), up to this many per worker or SLURM
+    # job, packed from the pending runs that can share one (same model and sizes); None: one run per worker
+    population: int | None = None
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     reports: str = ""  # its reports' folder under reports/, e.g. "recipe/itg" for a part of a study; "": the name
 
@@ -332,6 +335,8 @@ class SweepConfig:
             raise ConfigError("grid must list at least one block")
         if self.workers is not None:
             _positive(_join(path, "workers"), self.workers)
+        if self.population is not None:
+            check_population_size(self.population, _join(path, "population"))
         _check_partial_run_config(self.defaults, _join(path, "defaults"))
         for i, block in enumerate(self.grid):
             block.validate(_join(path, f"grid[{i}]"))
@@ -563,6 +568,15 @@ def _choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
 def _at_most(path: str, value: int, limit: int) -> None:
     if value > limit:
         raise ConfigError(f"{path} must be at most {limit:,}, got {value!r}")
+
+
+MAX_POPULATION = 1024  # members of one population: far past what one GPU's memory holds at hidden 256 (~256)
+
+
+def check_population_size(size: int, path: str = "population") -> int:
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_POPULATION:
+        raise ConfigError(f"{path} must be a whole number of runs in [1, {MAX_POPULATION}], got {size!r}")
+    return size
 
 
 def _positive(path: str, value: float) -> None:

@@ -163,3 +163,55 @@ def test_a_population_killed_and_run_again_equals_its_uninterrupted_twin(tmp_pat
                         for root in (killed, tmp_path / "twin"))
         for key in ("batches", "train_perplexity", "train_coarse", "train_fine", "test_coarse", "test_fine"):
             assert mine[key] == theirs[key], key
+
+
+def sweep_profile(tmp_path, population, seeds=(0, 1)):
+    import yaml
+
+    data = {"name": "packed", "workers": 2, "population": population,
+            "defaults": {"model": {"embedding": 8, "memory_width": 8},
+                         "training": {"max_batches": 30, "perplexity_every": 10, "eval_every": 10, "eval_size": 10,
+                                      "test_eval_size": 10, "final_eval_size": 20, "checkpoint_every": 10,
+                                      "early_stop_patience": 0}, "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["copy", "reversal"], "models": ["lstm1", "stack"], "hidden": [16], "lr": [1e-3],
+                      "seeds": list(seeds)}]}
+    path = tmp_path / "packed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_sweep_packs_the_runs_that_share_a_model_into_populations(tmp_path):
+    """`population: 3` over 4 LSTM and 4 Stack runs: populations of 3 and 1 per model (never a mixed one), every run
+    finished, each naming the population it trained in; the SLURM route packs them the same way."""
+    from pipeline.sweep import load_sweep, run_local, submit_slurm, sweep_status
+    from pipeline.sweep.grid import pack
+    from pipeline.sweep.status import planned_runs
+
+    sweep = load_sweep(sweep_profile(tmp_path, population=3))
+    configs = {tmp_path / "runs" / r.run_id(): r for r, _ in planned_runs(sweep, tmp_path / "runs")}
+    jobs = pack(list(configs), configs, 3)
+    assert sorted(len(job) for job in jobs) == [1, 1, 3, 3]
+    assert all(len({configs[d].model.name for d in job}) == 1 for job in jobs)
+    assert pack(list(configs), configs, None) == [(d,) for d in configs]
+
+    statuses = run_local(sweep, tmp_path / "runs", echo=lambda _: None)
+    assert [s.state for s in statuses] == ["finished"] * 8
+    named = {tuple(json.loads((s.run_dir / "results.json").read_text()).get("population", [s.run_dir.name]))
+             for s in statuses}
+    assert sorted(len(p) for p in named) == [1, 1, 3, 3]  # a job of one run trains it alone (no population key)
+    jobs = submit_slurm(sweep, tmp_path / "slurm", cluster="local", wait=True, echo=lambda _: None, population=4)
+    assert sorted(len(job.result()) for job in jobs) == [4, 4]  # one task per population, a state per member
+    assert all(s.state == "finished" for s in sweep_status(sweep, tmp_path / "slurm"))
+
+
+def test_a_population_size_out_of_range_is_refused_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+    from pipeline.sweep import load_sweep
+
+    with pytest.raises(ConfigError, match=r"population must be a whole number of runs in \[1, 1024\], got 0"):
+        load_sweep(sweep_profile(tmp_path, population=0))
+    result = CliRunner().invoke(app, ["sweep", str(sweep_profile(tmp_path, population=2)), "--population", "5000",
+                                      "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2 and "5000" in result.output and not (tmp_path / "runs").exists()

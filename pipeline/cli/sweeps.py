@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from pipeline.cli.app import ModelName, TaskName, app, at_least, choices, fail, load_profile
-from pipeline.config import ConfigError
+from pipeline.config import MAX_POPULATION, ConfigError
 from pipeline.rundir import RunDir
 
 Executor = choices("Executor", "local", "slurm")
@@ -31,6 +31,9 @@ def sweep(
                                           callback=at_least(1),
                                           help="SLURM: runs of the array running at once."),
     wait: bool = typer.Option(False, "--wait", help="SLURM: wait for the jobs to finish."),
+    population: int = typer.Option(None, "--population", callback=at_least(1, MAX_POPULATION), metavar="N",
+                                   help="Train up to N runs that share a model as one population per worker or "
+                                        "SLURM job (default: the profile's population, else 1)."),
     only: list[str] = typer.Option([], "--only", metavar="PATTERN",
                                    help="Run only the runs whose ids match this shell-style pattern (repeatable), "
                                         "e.g. '*-lstm[48]-*' to send the deep LSTMs to a GPU machine."),
@@ -51,10 +54,10 @@ def sweep(
     if executor is Executor.slurm:
         submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,
                      array_parallelism=array_parallelism, wait=wait, echo=typer.echo, retry_pruned=retry_pruned,
-                     only=only)
+                     only=only, population=population)
     else:
         _exit_if_unfinished(_run_local(config, runs_dir, only=only, workers=workers, retry_failed=retry_failed,
-                                       retry_pruned=retry_pruned), only)
+                                       retry_pruned=retry_pruned, population=population), only)
 
 
 def _run_local(config, runs_dir, only=(), **options):

@@ -25,8 +25,8 @@ from pipeline.sweep.status import (
                                    sweep_status,
                                    unfinished,
 )
-from pipeline.sweep.worker import run_one
+from pipeline.sweep.worker import run_job, run_one, run_population
 
 __all__ = ["DONE", "STATES", "RunStatus", "SubmititRun", "default_workers", "load_sweep", "prepare", "run_local",
-           "run_one", "run_state", "run_status", "submit_slurm", "summary", "sweep_root", "sweep_status",
-           "unfinished"]
+           "run_job", "run_one", "run_population", "run_state", "run_status", "submit_slurm", "summary", "sweep_root",
+           "sweep_status", "unfinished"]

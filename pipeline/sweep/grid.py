@@ -94,3 +94,23 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
         directory.rename(root / stored.run_id())
         renamed.append((directory.name, stored.run_id()))
     return renamed
+
+
+def pack(run_dirs: Sequence[Path], configs: dict, size: int | None) -> list[tuple[Path, ...]]:
+    """The jobs of a pool or an array: runs in ``run_dirs`` order, those that can share one model (:func:`~pipeline.
+    training.population_run.population_key`) packed into populations of up to ``size`` (None or 1: a job per run).
+    A population's first run keeps its place in the order; the runs packed with it leave theirs."""
+    if not size or size == 1:
+        return [(run_dir,) for run_dir in run_dirs]
+    from pipeline.training.population_run import population_key
+
+    jobs: list[list[Path]] = []
+    open_jobs: dict[tuple, list[Path]] = {}  # key -> the job still taking members
+    for run_dir in run_dirs:
+        key = population_key(configs[run_dir])
+        job = open_jobs.get(key)
+        if job is None or len(job) == size:
+            job = open_jobs[key] = []
+            jobs.append(job)
+        job.append(run_dir)
+    return [tuple(job) for job in jobs]

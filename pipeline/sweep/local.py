@@ -1,5 +1,6 @@
-"""The local pool: one worker process per run (``python -m pipeline.sweep RUN_DIR``), ``workers`` at a time, one
-torch thread each, output in ``<run dir>/train.log``. Workers die with the pool (:mod:`pipeline.sweep.lifetime`)."""
+"""The local pool: one worker process per job (``python -m pipeline.sweep RUN_DIR [RUN_DIR ...]``: one run, or a
+population when the profile's ``population`` packs several), ``workers`` at a time, one torch thread each, output in
+the (first) run's ``train.log``. Workers die with the pool (:mod:`pipeline.sweep.lifetime`)."""
 
 from __future__ import annotations
 
@@ -13,27 +14,31 @@ from pathlib import Path
 from pipeline.config import SweepConfig
 from pipeline.provenance import WORKERS_ENV
 from pipeline.rundir import RunDir
-from pipeline.sweep.grid import default_workers, prepare
+from pipeline.sweep.grid import default_workers, pack, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
 from pipeline.sweep.status import RunStatus, planned_runs, run_status, summary, sweep_root, sweep_status
 
 
 def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | None = None,
               retry_failed: bool = False, echo=print, poll_seconds: float = 1.0,
-              report_every: float = 60.0, retry_pruned: bool = False, only=()) -> list[RunStatus]:
-    """Execute the sweep on this machine, ``workers`` runs at a time (``only``: the runs whose ids match one of these
-    shell-style patterns). Returns the final status of every run."""
+              report_every: float = 60.0, retry_pruned: bool = False, only=(),
+              population: int | None = None) -> list[RunStatus]:
+    """Execute the sweep on this machine, ``workers`` jobs at a time (``only``: the runs whose ids match one of these
+    shell-style patterns; ``population``: runs per job, packed as :func:`~pipeline.sweep.grid.pack` says, default
+    the profile's). Returns the final status of every run."""
     workers = workers or default_workers(sweep)
+    population = population or sweep.population
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
     root = sweep_root(sweep, runs_root)
     configs = {root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)}  # at their budgets now
     attempted = {(run_dir, configs[run_dir].training.max_batches) for run_dir in todo}
     echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
-         f"in {sweep_root(sweep, runs_root)}")
+         + (f"in populations of up to {population} " if population and population > 1 else "")
+         + f"in {sweep_root(sweep, runs_root)}")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                **{PARENT_ENV: str(os.getpid()), WORKERS_ENV: str(workers)})
-    children: dict[subprocess.Popen, tuple[Path, float, int]] = {}  # child -> (run dir, start time, batches then)
-    measured: dict[str, list[float]] = {}  # model -> wall seconds per batch of whole worker processes
+    children: dict[subprocess.Popen, tuple[tuple[Path, ...], float, int]] = {}  # child -> (job, start, batches then)
+    measured: dict[str, list[float]] = {}  # model -> wall seconds per (member-)batch of whole worker processes
     logs = {}
     dies_with_sweep = die_with_parent()  # run in each child between fork and exec
 
@@ -45,34 +50,38 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     previous = signal.signal(signal.SIGTERM, stop_children)
     last_report = 0.0
     try:
-        queue = list(todo)
+        queue = pack(todo, configs, population)
         while queue or children:
             while queue and len(children) < workers:
-                run_dir = queue.pop(0)
-                before = run_status(configs[run_dir], run_dir).batches_done
-                logs[run_dir] = open(RunDir(run_dir).log_file, "a")
-                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", str(run_dir)], env=env,
-                                         stdout=logs[run_dir], stderr=subprocess.STDOUT,
-                                         preexec_fn=dies_with_sweep)
-                children[child] = (run_dir, time.monotonic(), before)
+                job = queue.pop(0)
+                before = sum(run_status(configs[run_dir], run_dir).batches_done for run_dir in job)
+                logs[job] = open(RunDir(job[0]).log_file, "a")
+                for other in job[1:]:  # a population writes one log: its first run's
+                    with open(RunDir(other).log_file, "a") as log:
+                        log.write(f"trained in a population of {len(job)}; its log: {RunDir(job[0]).log_file}\n")
+                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", *map(str, job)], env=env,
+                                         stdout=logs[job], stderr=subprocess.STDOUT, preexec_fn=dies_with_sweep)
+                children[child] = (job, time.monotonic(), before)
             time.sleep(poll_seconds)
             changed = False
             for child in [c for c in children if c.poll() is not None]:
-                run_dir, started, before = children.pop(child)
-                logs.pop(run_dir).close()
-                status = run_status(configs[run_dir], run_dir)
-                if status.batches_done > before:
-                    measured.setdefault(status.config.model.name, []).append(
-                        (time.monotonic() - started) / (status.batches_done - before))
-                echo(f"  {status.state}: {run_dir.name}"
-                     + (f" (see {RunDir(run_dir).failed_file})" if status.state == "failed" else ""))
+                job, started, before = children.pop(child)
+                logs.pop(job).close()
+                statuses = [run_status(configs[run_dir], run_dir) for run_dir in job]
+                done = sum(status.batches_done for status in statuses)
+                if done > before:
+                    measured.setdefault(statuses[0].config.model.name, []).append(
+                        (time.monotonic() - started) / (done - before))
+                for status in statuses:
+                    echo(f"  {status.state}: {status.run_dir.name}"
+                         + (f" (see {RunDir(status.run_dir).failed_file})" if status.state == "failed" else ""))
                 changed = True
             if changed or time.monotonic() - last_report > report_every:
-                active = {run_dir for run_dir, _, _ in children.values()}
+                active = {run_dir for job, _, _ in children.values() for run_dir in job}
                 echo("  " + summary(sweep_status(sweep, runs_root, active), workers, measured))
                 last_report = time.monotonic()
             if not queue and not children:  # all done: successive halving may have promoted runs to a next rung
-                queue = replan(sweep, runs_root, only, configs, attempted)
+                queue = pack(replan(sweep, runs_root, only, configs, attempted), configs, population)
     except KeyboardInterrupt:  # Ctrl-C reaches the workers too (one process group); said like SIGTERM
         raise SweepStopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
     finally:

@@ -1,38 +1,41 @@
-"""The SLURM route: one array task per unfinished run through submitit, the same run directories and worker, so the
-same resume. A task cut off by its time limit (or preempted) is requeued and continues from its checkpoint."""
+"""The SLURM route: one array task per unfinished run (or per population of runs, where the profile's
+``population`` packs them) through submitit, the same run directories and worker, so the same resume. A task cut off
+by its time limit (or preempted) is requeued and continues from its checkpoints."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pipeline.config import SweepConfig
-from pipeline.sweep.grid import prepare
-from pipeline.sweep.status import summary, sweep_root, sweep_status
-from pipeline.sweep.worker import run_one
+from pipeline.sweep.grid import pack, prepare
+from pipeline.sweep.status import planned_runs, summary, sweep_root, sweep_status
+from pipeline.sweep.worker import run_job
 
 
 class SubmititRun:
-    """The SLURM array task: one run. Checkpointable, so that a task hitting its time limit (or preempted) is
-    requeued by submitit and continues from the run's last checkpoint."""
+    """The SLURM array task: one run, or the runs of one population. Checkpointable, so that a task hitting its time
+    limit (or preempted) is requeued by submitit and continues from the runs' last checkpoints."""
 
-    def __call__(self, run_dir: str) -> str:
+    def __call__(self, run_dirs: str | list[str]) -> str | list[str]:
         from pipeline.runtime import configure_cpu_process
 
         configure_cpu_process()
-        return run_one(run_dir)
+        states = run_job(run_dirs)
+        return states[0] if isinstance(run_dirs, str) else states
 
-    def checkpoint(self, run_dir: str):
+    def checkpoint(self, run_dirs: str | list[str]):
         import submitit
 
-        return submitit.helpers.DelayedSubmission(SubmititRun(), run_dir)
+        return submitit.helpers.DelayedSubmission(SubmititRun(), run_dirs)
 
 
 def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed: bool = False,
                  partition: str | None = None, time_min: int | None = None, array_parallelism: int | None = None,
                  cluster: str = "slurm", wait: bool = False, echo=print, retry_pruned: bool = False,
-                 only=()) -> list:
-    """Submit every unfinished run as one SLURM job array (``cluster='local'`` runs the same jobs through
-    submitit's local executor, which is how the route is tested without a cluster). Returns the jobs."""
+                 only=(), population: int | None = None) -> list:
+    """Submit every unfinished run as one SLURM job array, a task per run or per population of up to ``population``
+    runs (default: the profile's). ``cluster='local'`` runs the same jobs through submitit's local executor, which is
+    how the route is tested without a cluster. Returns the jobs."""
     import submitit
 
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
@@ -48,8 +51,12 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
         executor.update_parameters(slurm_array_parallelism=array_parallelism or slurm.array_parallelism,
                                    slurm_additional_parameters={"partition": partition or slurm.partition}
                                    if (partition or slurm.partition) else {})
-    jobs = executor.map_array(SubmititRun(), [str(d) for d in todo])
-    echo(f"sweep {sweep.name}: submitted {len(jobs)} run(s) as job array {jobs[0].job_id.split('_')[0]}; "
+    configs = {root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)}
+    packed = pack(todo, configs, population or sweep.population)
+    tasks = [str(job[0]) if len(job) == 1 else [str(d) for d in job] for job in packed]
+    jobs = executor.map_array(SubmititRun(), tasks)
+    what = f"{len(todo)} run(s)" + (f" in {len(jobs)} population(s)" if len(jobs) < len(todo) else "")
+    echo(f"sweep {sweep.name}: submitted {what} as job array {jobs[0].job_id.split('_')[0]}; "
          f"logs in {root / '.submitit'}. Rerun the same command at any time: finished runs are skipped.")
     if wait:
         for job in jobs:

@@ -1,6 +1,6 @@
 """The worker: train (or resume) the one run of a run directory, under its lock, recording a failure instead of
-raising it. The local pool starts it as ``python -m pipeline.sweep RUN_DIR``; a SLURM array task calls
-:func:`run_one` directly."""
+raising it; or several runs as one population (:func:`run_population`). The local pool starts it as ``python -m
+pipeline.sweep RUN_DIR [RUN_DIR ...]``; a SLURM array task calls :func:`run_job` directly."""
 
 from __future__ import annotations
 
@@ -39,3 +39,40 @@ def run_one(run_dir: str | Path) -> str:
             return "failed"
         RunDir(run_dir).clear_failure()
     return run_state(run_dir, config)
+
+
+def run_population(run_dirs: list[str | Path]) -> list[str]:
+    """Train (or resume) the runs of ``run_dirs`` as one population (:func:`~pipeline.training.population_run.
+    train_population`), each from its ``config.yaml``. Returns their states afterwards. A failure of the whole (not
+    of one member, which the population records itself) is recorded in every unfinished member's ``failed.json``."""
+    from pipeline.training.population_run import train_population
+    from pipeline.training.run import RunBusy, RunStopped
+
+    run_dirs = [Path(d) for d in run_dirs]
+    configs = [RunDir(d).read_config() for d in run_dirs]
+    try:
+        train_population(configs, run_dirs)
+    except RunBusy as busy:  # another process trains one of them: leave them all for the next pass
+        print(busy, flush=True)
+        return [run_state(d, c) for d, c in zip(run_dirs, configs)]
+    except RunStopped as stop:
+        print(stop, flush=True)
+        return ["interrupted"] * len(run_dirs)
+    except Exception as error:  # recorded, not raised, as for one run
+        failure = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
+                   "commit": git_commit(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+        for d, c in zip(run_dirs, configs):
+            if run_state(d, c) not in ("finished", "pruned"):
+                RunDir(d).write_failure(failure)
+        return [run_state(d, c) for d, c in zip(run_dirs, configs)]
+    for d, c in zip(run_dirs, configs):
+        if run_state(d, c) in ("finished", "pruned"):
+            RunDir(d).clear_failure()
+    return [run_state(d, c) for d, c in zip(run_dirs, configs)]
+
+
+def run_job(run_dirs: str | Path | list) -> list[str]:
+    """One job of a pool or an array: one run (:func:`run_one`) or a population (:func:`run_population`)."""
+    if isinstance(run_dirs, (str, Path)):
+        run_dirs = [run_dirs]
+    return [run_one(run_dirs[0])] if len(run_dirs) == 1 else run_population(list(run_dirs))
