@@ -24,6 +24,7 @@ from pipeline.config import ModelConfig
 from pipeline.data.encoding import IGNORE_INDEX, Batch
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, build_model, memory_of
+from pipeline.paths import CONFIG_DIR, REPORTS_DIR
 from pipeline.provenance import machine, provenance
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
@@ -85,7 +86,6 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
     """Measure every (model, size) within the budget and write the report; returns the markdown's path. A model's
     next size is skipped once a step took more than ``budget_s`` / 8 seconds (the next would take several times
     that), or when memory ran out."""
-    from pipeline.paths import REPORTS_DIR
 
     configure_cpu_process()
     where = resolve_device(device)
@@ -116,6 +116,69 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
         lines.append(f"| {DISPLAY_NAMES.get(model, model)} | " + " | ".join(cells.get(s, "—") for s in sizes) + " |")
     if skipped:
         lines += ["", "Not measured: " + "; ".join(skipped) + "."]
+    lines += projection_lines(records, where)
     readme = out_dir / "bench-population.md"
     atomic_write_text(readme, "\n".join(lines) + "\n")
     return readme
+
+
+PAPER_PROFILE = CONFIG_DIR / "paper.yaml"
+CPU_RUNS = REPORTS_DIR / "cpu" / "all_runs.csv"
+
+
+def expected_batches(profile: str | Path = PAPER_PROFILE, cpu_runs: str | Path = CPU_RUNS) -> dict[str, tuple]:
+    """Per model of ``profile``: (runs, member-batches expected for them all, how that was counted). A block with
+    successive halving trains, per bracket of n rates, n x the first rung, keep x each next rung's increment and the
+    survivor to the cap: its whole budget, an upper bound (a plateau stops earlier). Any other run trains as many
+    batches as the cpu profile's runs of that model did on average (``reports/cpu/all_runs.csv``), at most its cap."""
+    import pandas as pd
+
+    from pipeline.sweep import load_sweep
+
+    sweep = load_sweep(profile)
+    measured = pd.read_csv(cpu_runs).groupby("model")["batches"].mean().to_dict()
+    out: dict[str, list] = {}
+    for index, _, run in sweep.runs_by_block():
+        halving, model, cap = sweep.grid[index].halving, run.model.name, run.training.max_batches
+        if halving is not None:
+            n = len(sweep.grid[index].lr)
+            rungs = [*halving.at, cap]
+            survivors = [n, *halving.keep]
+            bracket = rungs[0] * n + sum(k * (b - a) for k, a, b in zip(survivors[1:], rungs, rungs[1:]))
+            batches, how = bracket / n, "successive halving's whole budget"
+        else:
+            batches, how = min(measured.get(model, cap), cap), "the cpu profile's runs' mean"
+        entry = out.setdefault(model, [0, 0.0, how])
+        entry[0] += 1
+        entry[1] += batches
+    return {model: tuple(entry) for model, entry in out.items()}
+
+
+def projection_lines(records: list[dict], device: torch.device, profile: str | Path = PAPER_PROFILE) -> list[str]:
+    """The report's projection: the wall time of ``profile`` on this device, every model at the largest population
+    measured up to the profile's, from the member-batches per second above and :func:`expected_batches`."""
+    from pipeline.sweep import load_sweep
+
+    try:
+        plan, size = expected_batches(profile), load_sweep(profile).population or 1
+    except (OSError, ValueError, KeyError) as error:  # a checkout without the profile or the cpu runs: say so
+        return ["", f"No projection of {Path(profile).name}: {type(error).__name__}: {error}."]
+    shown = Path(profile).relative_to(CONFIG_DIR.parent) if Path(profile).is_relative_to(CONFIG_DIR.parent) else profile
+    lines = ["", f"## Projected wall time of `{shown}` on `{device}`", "",
+             f"Each model at the largest population measured up to the profile's ({size}), one population at a time; "
+             "hidden-512 runs counted at hidden 256's speed (not measured: their products are 4x larger), so those are "
+             "a lower bound.", "", "| model | runs | member-batches | counted as | member-batches/s | hours |",
+             "|---|---|---|---|---|---|"]
+    total = 0.0
+    for model, (runs, batches, how) in plan.items():
+        measured = [r for r in records if r["model"] == model and r["population"] <= size]
+        if not measured:
+            lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {runs} | {batches:,.0f} | {how} | not measured | — |")
+            continue
+        rate = max(measured, key=lambda r: r["population"])["member_batches_per_s"]
+        hours = batches / rate / 3600
+        total += hours
+        lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {runs} | {batches:,.0f} | {how} | {rate:,.1f} | "
+                     f"{hours:,.1f} |")
+    lines += ["", f"Total: **{total:,.1f} hours** (eager steps; a captured step is several times faster on a GPU)."]
+    return lines

@@ -292,7 +292,7 @@ def static_length() -> int:
 
 
 def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_dir: Path | None = None,
-                     accelerator: str = "cpu", static_shapes: bool | None = None) -> list[dict | None]:
+                     accelerator: str = "auto", static_shapes: bool | None = None) -> list[dict | None]:
     """Train (or resume, or return the results of) the runs ``configs`` in ``run_dirs`` as one population. Returns
     each run's results, in order (None for a run whose training failed: its ``failed.json`` says why; the others go
     on). Raises :class:`RunBusy` if another process trains one of them, :class:`RunStopped` on SIGTERM or Ctrl-C
