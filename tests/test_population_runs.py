@@ -54,13 +54,13 @@ def assert_same_numbers(rows, expected, rel):
 
 @pytest.mark.parametrize("model", ["lstm1", "stack"])
 def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
-    """200 batches in float32, three members that differ in task, seed, learning rate and budget (one leaves the
-    population at 120): each member's metrics.csv rows equal its single run's within 1e-4 relative, its results
-    say the same, and its folder holds the same files."""
+    """200 batches in float32, three members that differ in task, seed, learning rate and budget, two at a time (the
+    second leaves at 120 and the third takes its place): each member's metrics.csv rows equal its single run's
+    within 1e-4 relative, its results say the same, and its folder holds the same files."""
     configs = [member("copy", 3, 1e-3, model), member("reversal", 7, 5e-4, model, max_batches=120),
                member("bigram_flip", 11, 2e-3, model)]
     together = [tmp_path / "population" / c.run_id() for c in configs]
-    results = train_population(configs, together)
+    results = train_population(configs, together, width=2)
     for config, run_dir, result in zip(configs, together, results):
         alone = tmp_path / "alone" / config.run_id()
         expected = train(config, alone, progress=False)
@@ -181,8 +181,8 @@ def sweep_profile(tmp_path, population, seeds=(0, 1)):
 
 
 def test_a_sweep_packs_the_runs_that_share_a_model_into_populations(tmp_path):
-    """`population: 3` over 4 LSTM and 4 Stack runs: populations of 3 and 1 per model (never a mixed one), every run
-    finished, each naming the population it trained in; the SLURM route packs them the same way."""
+    """`population: 3` over 4 LSTM and 4 Stack runs: a job per model (never a mixed one), its 4 runs trained 3 at a
+    time, every run finished, each naming the population it trained in; the SLURM route packs them the same way."""
     from pipeline.sweep import load_sweep, run_local, submit_slurm, sweep_status
     from pipeline.sweep.grid import pack
     from pipeline.sweep.status import planned_runs
@@ -190,7 +190,7 @@ def test_a_sweep_packs_the_runs_that_share_a_model_into_populations(tmp_path):
     sweep = load_sweep(sweep_profile(tmp_path, population=3))
     configs = {tmp_path / "runs" / r.run_id(): r for r, _ in planned_runs(sweep, tmp_path / "runs")}
     jobs = pack(list(configs), configs, 3)
-    assert sorted(len(job) for job in jobs) == [1, 1, 3, 3]
+    assert sorted(len(job) for job in jobs) == [4, 4]
     assert all(len({configs[d].model.name for d in job}) == 1 for job in jobs)
     assert pack(list(configs), configs, None) == [(d,) for d in configs]
 
@@ -198,7 +198,7 @@ def test_a_sweep_packs_the_runs_that_share_a_model_into_populations(tmp_path):
     assert [s.state for s in statuses] == ["finished"] * 8
     named = {tuple(json.loads((s.run_dir / "results.json").read_text()).get("population", [s.run_dir.name]))
              for s in statuses}
-    assert sorted(len(p) for p in named) == [1, 1, 3, 3]  # a job of one run trains it alone (no population key)
+    assert sorted(len(p) for p in named) == [4, 4]
     jobs = submit_slurm(sweep, tmp_path / "slurm", cluster="local", wait=True, echo=lambda _: None, population=4)
     assert sorted(len(job.result()) for job in jobs) == [4, 4]  # one task per population, a state per member
     assert all(s.state == "finished" for s in sweep_status(sweep, tmp_path / "slurm"))

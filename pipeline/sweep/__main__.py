@@ -1,5 +1,5 @@
-"""``python -m pipeline.sweep RUN_DIR [RUN_DIR ...]``: the local pool's worker process, one run or a population
-(see :mod:`pipeline.sweep.worker`)."""
+"""``python -m pipeline.sweep [--width N] RUN_DIR [RUN_DIR ...]``: the local pool's worker process, one run or a
+population trained N at a time (see :mod:`pipeline.sweep.worker`)."""
 
 import sys
 
@@ -10,7 +10,11 @@ from pipeline.sweep.worker import run_job
 
 watch_parent()
 configure_cpu_process()
-states = run_job(sys.argv[1:])
-for state, run_dir in zip(states, sys.argv[1:]):
+args = sys.argv[1:]
+width = None
+if args[:1] == ["--width"]:
+    width, args = int(args[1]), args[2:]
+states = run_job(args, width)
+for state, run_dir in zip(states, args):
     print(f"{state}: {run_dir}", flush=True)
 sys.exit(0 if all(state in DONE for state in states) else 1)

@@ -97,20 +97,15 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
 
 
 def pack(run_dirs: Sequence[Path], configs: dict, size: int | None) -> list[tuple[Path, ...]]:
-    """The jobs of a pool or an array: runs in ``run_dirs`` order, those that can share one model (:func:`~pipeline.
-    training.population_run.population_key`) packed into populations of up to ``size`` (None or 1: a job per run).
-    A population's first run keeps its place in the order; the runs packed with it leave theirs."""
+    """The jobs of a pool or an array: with ``size`` None or 1, a job per run, in ``run_dirs`` order; else one job
+    per model (the runs that can share one: :func:`~pipeline.training.population_run.population_key`), holding all
+    its runs, which it trains ``size`` at a time as one population, a stopped run's place taken by the next. The jobs
+    come in the order of their first runs."""
     if not size or size == 1:
         return [(run_dir,) for run_dir in run_dirs]
     from pipeline.training.population_run import population_key
 
-    jobs: list[list[Path]] = []
-    open_jobs: dict[tuple, list[Path]] = {}  # key -> the job still taking members
+    jobs: dict[tuple, list[Path]] = {}
     for run_dir in run_dirs:
-        key = population_key(configs[run_dir])
-        job = open_jobs.get(key)
-        if job is None or len(job) == size:
-            job = open_jobs[key] = []
-            jobs.append(job)
-        job.append(run_dir)
-    return [tuple(job) for job in jobs]
+        jobs.setdefault(population_key(configs[run_dir]), []).append(run_dir)
+    return [tuple(job) for job in jobs.values()]

@@ -24,8 +24,8 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
               report_every: float = 60.0, retry_pruned: bool = False, only=(),
               population: int | None = None) -> list[RunStatus]:
     """Execute the sweep on this machine, ``workers`` jobs at a time (``only``: the runs whose ids match one of these
-    shell-style patterns; ``population``: runs per job, packed as :func:`~pipeline.sweep.grid.pack` says, default
-    the profile's). Returns the final status of every run."""
+    shell-style patterns; ``population``: a job per model, its runs trained that many at a time as one population,
+    as :func:`~pipeline.sweep.grid.pack` says; default the profile's). Returns the final status of every run."""
     workers = workers or default_workers(sweep)
     population = population or sweep.population
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
@@ -33,7 +33,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     configs = {root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)}  # at their budgets now
     attempted = {(run_dir, configs[run_dir].training.max_batches) for run_dir in todo}
     echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
-         + (f"in populations of up to {population} " if population and population > 1 else "")
+         + (f"as populations of up to {population} at a time " if population and population > 1 else "")
          + f"in {sweep_root(sweep, runs_root)}")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                **{PARENT_ENV: str(os.getpid()), WORKERS_ENV: str(workers)})
@@ -58,8 +58,10 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 logs[job] = open(RunDir(job[0]).log_file, "a")
                 for other in job[1:]:  # a population writes one log: its first run's
                     with open(RunDir(other).log_file, "a") as log:
-                        log.write(f"trained in a population of {len(job)}; its log: {RunDir(job[0]).log_file}\n")
-                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", *map(str, job)], env=env,
+                        log.write(f"trained in a population of {len(job)} runs, {population} at a time; its log: "
+                                  f"{RunDir(job[0]).log_file}\n")
+                width = ["--width", str(population)] if len(job) > 1 else []
+                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", *width, *map(str, job)], env=env,
                                          stdout=logs[job], stderr=subprocess.STDOUT, preexec_fn=dies_with_sweep)
                 children[child] = (job, time.monotonic(), before)
             time.sleep(poll_seconds)

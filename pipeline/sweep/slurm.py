@@ -16,26 +16,30 @@ class SubmititRun:
     """The SLURM array task: one run, or the runs of one population. Checkpointable, so that a task hitting its time
     limit (or preempted) is requeued by submitit and continues from the runs' last checkpoints."""
 
+    def __init__(self, width: int | None = None) -> None:
+        self.width = width  # a population's members at a time
+
     def __call__(self, run_dirs: str | list[str]) -> str | list[str]:
         from pipeline.runtime import configure_cpu_process
 
         configure_cpu_process()
-        states = run_job(run_dirs)
+        states = run_job(run_dirs, self.width)
         return states[0] if isinstance(run_dirs, str) else states
 
     def checkpoint(self, run_dirs: str | list[str]):
         import submitit
 
-        return submitit.helpers.DelayedSubmission(SubmititRun(), run_dirs)
+        return submitit.helpers.DelayedSubmission(SubmititRun(self.width), run_dirs)
 
 
 def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed: bool = False,
                  partition: str | None = None, time_min: int | None = None, array_parallelism: int | None = None,
                  cluster: str = "slurm", wait: bool = False, echo=print, retry_pruned: bool = False,
                  only=(), population: int | None = None) -> list:
-    """Submit every unfinished run as one SLURM job array, a task per run or per population of up to ``population``
-    runs (default: the profile's). ``cluster='local'`` runs the same jobs through submitit's local executor, which is
-    how the route is tested without a cluster. Returns the jobs."""
+    """Submit every unfinished run as one SLURM job array: a task per run, or per model whose runs train as one
+    population, ``population`` at a time (default: the profile's; :func:`~pipeline.sweep.grid.pack`).
+    ``cluster='local'`` runs the same jobs through submitit's local executor, which is how the route is tested
+    without a cluster. Returns the jobs."""
     import submitit
 
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
@@ -52,9 +56,10 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
                                    slurm_additional_parameters={"partition": partition or slurm.partition}
                                    if (partition or slurm.partition) else {})
     configs = {root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)}
-    packed = pack(todo, configs, population or sweep.population)
+    width = population or sweep.population
+    packed = pack(todo, configs, width)
     tasks = [str(job[0]) if len(job) == 1 else [str(d) for d in job] for job in packed]
-    jobs = executor.map_array(SubmititRun(), tasks)
+    jobs = executor.map_array(SubmititRun(width), tasks)
     what = f"{len(todo)} run(s)" + (f" in {len(jobs)} population(s)" if len(jobs) < len(todo) else "")
     echo(f"sweep {sweep.name}: submitted {what} as job array {jobs[0].job_id.split('_')[0]}; "
          f"logs in {root / '.submitit'}. Rerun the same command at any time: finished runs are skipped.")

@@ -41,17 +41,18 @@ def run_one(run_dir: str | Path) -> str:
     return run_state(run_dir, config)
 
 
-def run_population(run_dirs: list[str | Path]) -> list[str]:
-    """Train (or resume) the runs of ``run_dirs`` as one population (:func:`~pipeline.training.population_run.
-    train_population`), each from its ``config.yaml``. Returns their states afterwards. A failure of the whole (not
-    of one member, which the population records itself) is recorded in every unfinished member's ``failed.json``."""
+def run_population(run_dirs: list[str | Path], width: int | None = None) -> list[str]:
+    """Train (or resume) the runs of ``run_dirs`` as one population, ``width`` at a time (:func:`~pipeline.
+    training.population_run.train_population`), each from its ``config.yaml``. Returns their states afterwards. A
+    failure of the whole (not of one member, which the population records itself) is recorded in every unfinished
+    member's ``failed.json``."""
     from pipeline.training.population_run import train_population
     from pipeline.training.run import RunBusy, RunStopped
 
     run_dirs = [Path(d) for d in run_dirs]
     configs = [RunDir(d).read_config() for d in run_dirs]
     try:
-        train_population(configs, run_dirs)
+        train_population(configs, run_dirs, width=width)
     except RunBusy as busy:  # another process trains one of them: leave them all for the next pass
         print(busy, flush=True)
         return [run_state(d, c) for d, c in zip(run_dirs, configs)]
@@ -71,8 +72,9 @@ def run_population(run_dirs: list[str | Path]) -> list[str]:
     return [run_state(d, c) for d, c in zip(run_dirs, configs)]
 
 
-def run_job(run_dirs: str | Path | list) -> list[str]:
-    """One job of a pool or an array: one run (:func:`run_one`) or a population (:func:`run_population`)."""
+def run_job(run_dirs: str | Path | list, width: int | None = None) -> list[str]:
+    """One job of a pool or an array: one run (:func:`run_one`) or a population, ``width`` members at a time
+    (:func:`run_population`)."""
     if isinstance(run_dirs, (str, Path)):
         run_dirs = [run_dirs]
-    return [run_one(run_dirs[0])] if len(run_dirs) == 1 else run_population(list(run_dirs))
+    return [run_one(run_dirs[0])] if len(run_dirs) == 1 else run_population(list(run_dirs), width)

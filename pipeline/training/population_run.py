@@ -11,11 +11,12 @@ shared (:func:`~pipeline.training.population.population_step`). The monitor is d
 the few things it asks of a Lightning ``Trainer``; the checkpoints it writes are Lightning checkpoints (loops,
 optimizer and monitor state) that a single run resumes from.
 
-A member that stops (converged, plateau, pruned, its budget) leaves the population, which goes on with the others;
-killed (``kill -9``) and run again, every member resumes from its own ``last.ckpt``, and the population, whose
-members checkpoint at the same steps, goes on exactly as it would have.
+A member that stops (converged, plateau, pruned, its budget) is finished there (its results written) and leaves the
+population, which goes on with the others and, where more runs wait than its ``width``, with the next of them in its
+place. Killed (``kill -9``) and run again, every member resumes from its own ``last.ckpt``; with static shapes the
+population goes on bit for bit as it would have.
 
-Not yet (issue 36): CUDA-graph capture of the step, and refilling a stopped member's slot with the next pending run.
+Not yet (issue 36): CUDA-graph capture of the step.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class Member:
     commits: list[str]
     optimizer: torch.optim.RMSprop  # the single run's optimizer: its state is what the checkpoints hold
     step: int = 0
+    index: int = 0  # its place in the population's list of runs
     trainer: MemberTrainer | None = None
     population: "PopulationSlot | None" = None
 
@@ -292,23 +294,27 @@ def static_length() -> int:
 
 
 def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_dir: Path | None = None,
-                     accelerator: str = "auto", static_shapes: bool | None = None) -> list[dict | None]:
-    """Train (or resume, or return the results of) the runs ``configs`` in ``run_dirs`` as one population. Returns
-    each run's results, in order (None for a run whose training failed: its ``failed.json`` says why; the others go
-    on). Raises :class:`RunBusy` if another process trains one of them, :class:`RunStopped` on SIGTERM or Ctrl-C
-    (every member resumes from its last checkpoint when run again).
+                     accelerator: str = "auto", static_shapes: bool | None = None,
+                     width: int | None = None) -> list[dict | None]:
+    """Train (or resume, or return the results of) the runs ``configs`` in ``run_dirs`` as one population, at most
+    ``width`` of them at a time (None: all): when a member stops, it is finished (its results written) and the next
+    run waiting takes its place. Returns each run's results, in order (None for a run whose training failed: its
+    ``failed.json`` says why; the others go on). Raises :class:`RunBusy` if another process trains one of them,
+    :class:`RunStopped` on SIGTERM or Ctrl-C (every member resumes from its last checkpoint when run again).
 
     ``static_shapes`` (default: on a GPU) pads every step to :func:`static_length`, the shape a captured step needs;
     then no member's arithmetic depends on the others' batches, so a population killed between two members'
     checkpoints resumes bit for bit. Without it each step is padded to its longest batch only (cheaper on a CPU)."""
     run_dirs = [Path(d) for d in run_dirs]
     check_population(configs, run_dirs)
+    if width is not None and width < 1:
+        raise ConfigError(f"a population's width must be at least 1, got {width!r}")
     device = resolve_device(accelerator)
     length = static_length() if (device.type == "cuda" if static_shapes is None else static_shapes) else None
     ids = [c.run_id() for c in configs]
     results: list[dict | None] = [None] * len(configs)
     with ExitStack() as locks:
-        for run_dir in run_dirs:
+        for run_dir in run_dirs:  # every run of the population is taken before any trains
             lock = locks.enter_context(run_lock(run_dir))
             if not lock:
                 owner = lock_owner(run_dir)
@@ -316,18 +322,36 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
                               "wait for it to end, or stop it first")
             claim_owner(lock)
         configure_cpu_process()
-        members = []
-        for k, (config, run_dir) in enumerate(zip(configs, run_dirs)):
-            member = open_member(config, run_dir, cache_dir, device)
-            if member is None:
-                results[k] = RunDir(run_dir).read_results()
-            else:
-                members.append(member)
-        live = [m for m in members if not m.done]
+        waiting, live = list(range(len(configs))), []
+
+        def leave(member: Member) -> None:
+            if not RunDir(member.run_dir).failed_file.exists():
+                results[member.index] = finish_member(member, device, ids)
+
+        def fill() -> None:
+            """Members enter as places free up, each opened (its eval sets, model, checkpoint) only then."""
+            while waiting and (width is None or len(live) < width):
+                k = waiting.pop(0)
+                member = open_member(configs[k], run_dirs[k], cache_dir, device)
+                if member is None:  # its results already answer its config
+                    results[k] = RunDir(run_dirs[k]).read_results()
+                    continue
+                member.index = k
+                if member.done:  # resumed after it had stopped: finished at once
+                    leave(member)
+                else:
+                    live.append(member)
+
         previous = _stop_on_sigterm()
         try:
             with ctrl_c_as_exception():
-                _train_live(live, device, length)
+                fill()
+                while live:
+                    _train_until_one_stops(live, device, length)
+                    for member in [m for m in live if m.done]:
+                        live.remove(member)
+                        leave(member)
+                    fill()
         except (CtrlC, _Stopped) as stopped:
             why, code = (("SIGTERM", 128 + signal.SIGTERM) if isinstance(stopped, _Stopped)
                          else ("an interrupt (Ctrl-C)", 128 + signal.SIGINT))
@@ -335,10 +359,6 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-        for member in members:
-            if member.config.run_id() in _failed(members):
-                continue
-            results[ids.index(member.config.run_id())] = finish_member(member, device, ids)
     return results
 
 
@@ -358,30 +378,24 @@ def _stop_on_sigterm():
     return signal.signal(signal.SIGTERM, stop)
 
 
-def _failed(members: list[Member]) -> set[str]:
-    return {m.config.run_id() for m in members if RunDir(m.run_dir).failed_file.exists()}
-
-
-def _train_live(live: list[Member], device: torch.device, length: int | None) -> None:
-    """Step the live members together until each has stopped: whenever one stops, the others go on as a smaller
-    population (on a CPU rebuilding it costs nothing)."""
-    while live:
-        slot = PopulationSlot.of(live, device)
-        clip = live[0].config.training.clip
-        while not any(m.done for m in live):
-            nll, tokens = population_step(slot.model, slot.optimizer,
-                                          [m.batches.batch(m.step) for m in live], clip, length)
-            for k, member in enumerate(live):
-                member.step += 1
-                if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
-                    _fail(member, f"FloatingPointError: training loss is {nll[k].item()} at batch {member.step}")
-                    continue
-                if member.step % member.config.training.eval_every == 0:  # evaluated on the member's own module
-                    slot.pull(member)
-                member.monitor.on_train_batch_end(member.trainer, member.module,
-                                                  {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
-        slot.release()
-        live = [m for m in live if not m.done and not RunDir(m.run_dir).failed_file.exists()]
+def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None) -> None:
+    """Step the live members together until one of them stops (on a CPU rebuilding the population around the others
+    costs nothing; a captured step would refill the stopped member's slot in place)."""
+    slot = PopulationSlot.of(live, device)
+    clip = live[0].config.training.clip
+    while not any(m.done for m in live):
+        nll, tokens = population_step(slot.model, slot.optimizer, [m.batches.batch(m.step) for m in live], clip,
+                                      length)
+        for k, member in enumerate(live):
+            member.step += 1
+            if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
+                _fail(member, f"FloatingPointError: training loss is {nll[k].item()} at batch {member.step}")
+                continue
+            if member.step % member.config.training.eval_every == 0:  # evaluated on the member's own module
+                slot.pull(member)
+            member.monitor.on_train_batch_end(member.trainer, member.module,
+                                              {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
+    slot.release()
 
 
 def _fail(member: Member, error: str) -> None:
