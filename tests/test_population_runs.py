@@ -215,3 +215,25 @@ def test_a_population_size_out_of_range_is_refused_in_one_line(tmp_path):
     result = CliRunner().invoke(app, ["sweep", str(sweep_profile(tmp_path, population=2)), "--population", "5000",
                                       "--runs-dir", str(tmp_path / "runs")])
     assert result.exit_code == 2 and "5000" in result.output and not (tmp_path / "runs").exists()
+
+
+def test_every_member_is_its_own_wandb_run(tmp_path):
+    """W&B offline: each member writes one run of its own under its folder (a new run neither finishes the others,
+    wandb's default in a script, nor takes over the process's global run, which Lightning's logger would reuse),
+    with its own metrics and final summary."""
+    from pipeline.training.tracking import wandb_run_id
+
+    def offline(config):
+        return dataclasses.replace(config, tracking=dataclasses.replace(config.tracking, wandb="offline"))
+
+    configs = [offline(member(task, seed, 1e-3, max_batches=40, eval_every=20))
+               for task, seed in (("copy", 1), ("reversal", 2))]
+    dirs = [tmp_path / c.run_id() for c in configs]
+    train_population(configs, dirs)
+    for config, run_dir in zip(configs, dirs):
+        (log,) = run_dir.glob("wandb/offline-run-*/*.wandb")
+        assert log.name == f"run-{wandb_run_id(config, run_dir)}.wandb"
+        data = log.read_bytes()
+        assert config.run_id().encode() in data and b"final/batches" in data and data.count(b"train/perplexity") >= 4
+        other = next(c for c in configs if c is not config)
+        assert other.run_id().encode() not in data

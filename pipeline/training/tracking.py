@@ -16,6 +16,9 @@ from pathlib import Path
 from pipeline.config import RunConfig, config_hash, to_dict
 
 ONLINE_INIT_TIMEOUT_S = 20
+# A population trains many runs in one process, each its own W&B run: a new run must not finish the others (wandb's
+# default in a script) nor become the process's global ``wandb.run`` (which Lightning's logger would then reuse).
+REINIT = "create_new"
 
 
 def wandb_run_id(config: RunConfig, run_dir: Path) -> str:
@@ -50,13 +53,15 @@ def wandb_logger(config: RunConfig, run_dir: Path):
     if mode == "online":
         try:
             logger = _without_anonymous(WandbLogger(**common,
-                                                    settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S)))
+                                                    settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S,
+                                                                            reinit=REINIT)))
             _ = logger.experiment  # start the run now, where a failure can still fall back
             return logger
         except Exception as error:  # no network, no credentials, server down: keep training, log offline
             warnings.warn(f"wandb online run could not start ({error}); logging offline instead. "
                           f"Upload later with: wandb sync {run_dir / 'wandb'}", stacklevel=2)
-    return _without_anonymous(WandbLogger(**common, offline=True, settings=wandb.Settings(mode="offline")))
+    return _without_anonymous(WandbLogger(**common, offline=True, settings=wandb.Settings(mode="offline",
+                                                                                          reinit=REINIT)))
 
 
 def _without_anonymous(logger):
