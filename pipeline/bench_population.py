@@ -31,6 +31,7 @@ from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, P
 
 POPULATION_MODELS = ("stack", "queue", "deque", "lstm1", "lstm2", "lstm4", "lstm8")
 SIZES = (1, 16, 64, 256)
+UNBATCHED_SIZE = 8  # a population stepped one member after another, on a CPU
 STEPS = 131
 HIDDEN = 256
 
@@ -76,8 +77,39 @@ def measure(model: str, size: int, device: torch.device, hidden: int = HIDDEN, s
         if attempt:  # the first is the warm-up
             timings.append(time.perf_counter() - start)
     seconds = sorted(timings)[len(timings) // 2]
-    return dict(model=model, population=size, device=str(device), member_batches_per_s=size / seconds,
+    return dict(model=model, population=size, device=str(device), mode="batched", member_batches_per_s=size / seconds,
                 seconds_per_step=seconds, peak_mb=peak_mb(device))
+
+
+def measure_one_after_another(model: str, size: int, device: torch.device, hidden: int = HIDDEN,
+                              steps: int = STEPS, repeats: int = 2) -> dict:
+    """The same record for a population that steps its members one after another, each with its single run's own
+    model (fused LSTM, C memory step) and ``torch.optim.RMSprop``: what ``train_population`` does unbatched (a CPU's
+    default). Per member-batch it costs what a single run costs."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    members = [build_model(ModelConfig(name=model, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE).to(device)
+               for _ in range(size)]
+    optimizers = [torch.optim.RMSprop(m.parameters(), lr=1e-3, alpha=0.9, eps=1e-8) for m in members]
+    batches = [member_batch(steps, k).to(device) for k in range(size)]
+    timings = []
+    for attempt in range(repeats + 1):
+        start = time.perf_counter()
+        for member, optimizer, batch in zip(members, optimizers, batches):
+            logits = member(batch.inputs, batch.lengths)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE_INDEX)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(member.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if attempt:
+            timings.append(time.perf_counter() - start)
+    seconds = sorted(timings)[len(timings) // 2]
+    return dict(model=model, population=size, device=str(device), mode="one after another",
+                member_batches_per_s=size / seconds, seconds_per_step=seconds, peak_mb=peak_mb(device))
 
 
 def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, models=POPULATION_MODELS,
@@ -103,6 +135,13 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
             if record["seconds_per_step"] > budget_s / 8 and size != sizes[-1]:
                 skipped.append(f"{model} above P={size}: a step took {record['seconds_per_step']:.1f} s")
                 break
+    if where.type == "cpu":  # a CPU's default: members one after another; compared with a single run (P=1)
+        for model in models:
+            for size in (1, UNBATCHED_SIZE):
+                record = measure_one_after_another(model, size, where, hidden, steps)
+                records.append(record)
+                echo(f"{model:6} P={size:<4} {record['member_batches_per_s']:9.1f} member-batches/s, one after "
+                     "another")
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
     atomic_write_text(out_dir / "bench-population.json", json.dumps(records, indent=2) + "\n")
     lines = ["# Population training: member-batches per second", "",
@@ -112,8 +151,23 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
              "median of 2 timed steps after a warm-up. Member-batches per second = P / seconds per step.", "",
              "| model | " + " | ".join(f"P={size}" for size in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for model in models:
-        cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in records if r["model"] == model}
+        cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in records
+                 if r["model"] == model and r["mode"] == "batched"}
         lines.append(f"| {DISPLAY_NAMES.get(model, model)} | " + " | ".join(cells.get(s, "—") for s in sizes) + " |")
+    unbatched = [r for r in records if r["mode"] == "one after another"]
+    if unbatched:
+        lines += ["", f"One after another (a CPU's default in `train_population`: each member its single run's own "
+                      f"step, fused LSTM and C memory step): a single run (P=1) against a population of "
+                      f"{UNBATCHED_SIZE}, and the batched step at P=16 for comparison.", "",
+                  f"| model | single run | P={UNBATCHED_SIZE}, one after another | ratio | batched, P=16 |",
+                  "|---|---|---|---|---|"]
+        for model in models:
+            rate = {r["population"]: r["member_batches_per_s"] for r in unbatched if r["model"] == model}
+            batched = next((f"{r['member_batches_per_s']:.1f}" for r in records
+                            if r["model"] == model and r["mode"] == "batched" and r["population"] == 16), "—")
+            if 1 in rate and UNBATCHED_SIZE in rate:
+                lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {rate[1]:.1f} | {rate[UNBATCHED_SIZE]:.1f} | "
+                             f"{rate[UNBATCHED_SIZE] / rate[1]:.2f} | {batched} |")
     if skipped:
         lines += ["", "Not measured: " + "; ".join(skipped) + "."]
     lines += projection_lines(records, where)
@@ -156,7 +210,8 @@ def expected_batches(profile: str | Path = PAPER_PROFILE, cpu_runs: str | Path =
 
 def projection_lines(records: list[dict], device: torch.device, profile: str | Path = PAPER_PROFILE) -> list[str]:
     """The report's projection: the wall time of ``profile`` on this device, every model at the largest population
-    measured up to the profile's, from the member-batches per second above and :func:`expected_batches`."""
+    measured up to the profile's, stepped the way ``train_population`` steps there by default (batched on a GPU, one
+    after another on a CPU), from the member-batches per second above and :func:`expected_batches`."""
     from pipeline.sweep import load_sweep
 
     try:
@@ -164,14 +219,20 @@ def projection_lines(records: list[dict], device: torch.device, profile: str | P
     except (OSError, ValueError, KeyError) as error:  # a checkout without the profile or the cpu runs: say so
         return ["", f"No projection of {Path(profile).name}: {type(error).__name__}: {error}."]
     shown = Path(profile).relative_to(CONFIG_DIR.parent) if Path(profile).is_relative_to(CONFIG_DIR.parent) else profile
+    # the way train_population steps on this device by default (docs/training.md): batched on a GPU
+    default_mode = "batched" if torch.device(device).type == "cuda" else "one after another"
+    if not any(r.get("mode", "batched") == default_mode for r in records):
+        default_mode = "batched"
     lines = ["", f"## Projected wall time of `{shown}` on `{device}`", "",
-             f"Each model at the largest population measured up to the profile's ({size}), one population at a time; "
+             f"Each model at the largest population measured up to the profile's ({size}), stepped {default_mode}, one "
+             "population at a time; "
              "hidden-512 runs counted at hidden 256's speed (not measured: their products are 4x larger), so those are "
              "a lower bound.", "", "| model | runs | member-batches | counted as | member-batches/s | hours |",
              "|---|---|---|---|---|---|"]
     total = 0.0
     for model, (runs, batches, how) in plan.items():
-        measured = [r for r in records if r["model"] == model and r["population"] <= size]
+        measured = [r for r in records if r["model"] == model and r["population"] <= size
+                    and r.get("mode", "batched") == default_mode]
         if not measured:
             lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {runs} | {batches:,.0f} | {how} | not measured | — |")
             continue

@@ -110,12 +110,16 @@ def test_the_population_bench_writes_one_record_per_measurement(tmp_path):
     readme = run_population_benchmark("cpu", tmp_path, models=("lstm1", "queue"), sizes=(1, 2), hidden=8, steps=7,
                                       echo=lambda _: None)
     records = json.loads((tmp_path / "bench-population.json").read_text())
-    assert [(r["model"], r["population"]) for r in records] == [("lstm1", 1), ("lstm1", 2), ("queue", 1), ("queue", 2)]
+    assert [(r["model"], r["population"], r["mode"]) for r in records] == [
+        ("lstm1", 1, "batched"), ("lstm1", 2, "batched"), ("queue", 1, "batched"), ("queue", 2, "batched"),
+        ("lstm1", 1, "one after another"), ("lstm1", 8, "one after another"),
+        ("queue", 1, "one after another"), ("queue", 8, "one after another")]
     assert all(set(r) >= {"model", "population", "device", "member_batches_per_s", "peak_mb"} for r in records)
     assert all(r["member_batches_per_s"] > 0 and r["device"] == "cpu" for r in records)
     text = readme.read_text()
     assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text and "eager (no CUDA graph yet)" in text
     assert "## Projected wall time of `configs/paper.yaml`" in text and "| Queue-LSTM | 150 |" in text
+    assert "| 1-layer LSTM | " in text.split("One after another")[1] and "stepped one after another" in text
 
 
 def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs_mean(tmp_path):
@@ -132,5 +136,6 @@ def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs
     assert plan["lstm8"][:2] == (50, 10 * bracket)  # 5 tasks x 2 sizes: 10 brackets of 5 runs
     assert plan["stack"][:2] == (150, 150 * 2000) and plan["deque"][:2] == (300, 300 * 500)
     assert plan["queue"][:2] == (150, 150 * 50000)  # the mean, at most the run's cap (50,000)
-    lines = "\n".join(projection_lines([{"model": "stack", "population": 64, "member_batches_per_s": 100.0}], "cuda"))
+    lines = "\n".join(projection_lines([{"model": "stack", "population": 64, "member_batches_per_s": 100.0,
+                                          "mode": "batched"}], "cuda"))
     assert "| Stack-LSTM | 150 |" in lines and "not measured" in lines

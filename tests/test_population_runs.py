@@ -60,7 +60,7 @@ def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
     configs = [member("copy", 3, 1e-3, model), member("reversal", 7, 5e-4, model, max_batches=120),
                member("bigram_flip", 11, 2e-3, model)]
     together = [tmp_path / "population" / c.run_id() for c in configs]
-    results = train_population(configs, together, width=2)
+    results = train_population(configs, together, width=2, batched=True)
     for config, run_dir, result in zip(configs, together, results):
         alone = tmp_path / "alone" / config.run_id()
         expected = train(config, alone, progress=False)
@@ -74,12 +74,24 @@ def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
         assert {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()} == names
 
 
+def test_on_a_cpu_members_take_their_single_runs_steps_and_write_their_logs_byte_for_byte(tmp_path):
+    """Not batched (a CPU's default: batching members buys an arithmetic-bound CPU nothing), each member takes its
+    single run's own step in turn: its metrics.csv is its single run's, byte for byte."""
+    configs = [member("copy", 3, 1e-3, "stack", max_batches=100), member("reversal", 7, 5e-4, "stack", max_batches=60)]
+    together = [tmp_path / "population" / c.run_id() for c in configs]
+    train_population(configs, together, width=2)
+    for config, run_dir in zip(configs, together):
+        alone = tmp_path / "alone" / config.run_id()
+        train(config, alone, progress=False)
+        assert (run_dir / "metrics.csv").read_text() == (alone / "metrics.csv").read_text()
+
+
 def test_a_single_run_resumes_a_members_checkpoint(tmp_path):
     """A member's checkpoints are a single run's: `train` extends a member trained to 60 batches on to 120 as it
     extends its own run (the same numbers within float32 rounding), its earlier results kept."""
     short, long = member("reversal", 5, 5e-3, max_batches=60), member("reversal", 5, 5e-3, max_batches=120)
     train_population([short, member("copy", 1, 1e-3, max_batches=60)],
-                     [tmp_path / "p" / short.run_id(), tmp_path / "p" / "other"])
+                     [tmp_path / "p" / short.run_id(), tmp_path / "p" / "other"], batched=True)
     extended = train(long, tmp_path / "p" / short.run_id(), progress=False)
     train(short, tmp_path / "alone", progress=False)
     straight = train(long, tmp_path / "alone", progress=False)  # its own run, extended the same way
@@ -119,7 +131,7 @@ from pipeline.training.population_run import train_population
 import json
 spec = json.loads(sys.argv[1])
 configs = [from_dict(RunConfig, c) for c in spec["configs"]]
-train_population(configs, [Path(d) for d in spec["dirs"]], static_shapes=True)
+train_population(configs, [Path(d) for d in spec["dirs"]], batched=True, static_shapes=True)
 """
 
 

@@ -295,21 +295,25 @@ def static_length() -> int:
 
 def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_dir: Path | None = None,
                      accelerator: str = "auto", static_shapes: bool | None = None,
-                     width: int | None = None) -> list[dict | None]:
+                     width: int | None = None, batched: bool | None = None) -> list[dict | None]:
     """Train (or resume, or return the results of) the runs ``configs`` in ``run_dirs`` as one population, at most
     ``width`` of them at a time (None: all): when a member stops, it is finished (its results written) and the next
     run waiting takes its place. Returns each run's results, in order (None for a run whose training failed: its
     ``failed.json`` says why; the others go on). Raises :class:`RunBusy` if another process trains one of them,
     :class:`RunStopped` on SIGTERM or Ctrl-C (every member resumes from its last checkpoint when run again).
 
-    ``static_shapes`` (default: on a GPU) pads every step to :func:`static_length`, the shape a captured step needs;
-    then no member's arithmetic depends on the others' batches, so a population killed between two members'
-    checkpoints resumes bit for bit. Without it each step is padded to its longest batch only (cheaper on a CPU)."""
+    ``batched`` (default: on a GPU) steps the members as one model (:func:`~pipeline.training.population.
+    population_step`); otherwise each member takes its single run's step in turn, with its own fused modules: on a
+    CPU, which is bound by arithmetic, batching members buys nothing and costs their padding (``docs/training.md``).
+    ``static_shapes`` (batched only; default: on a GPU) pads every step to :func:`static_length`, the shape a
+    captured step needs; then no member's arithmetic depends on the others' batches, so a population killed between
+    two members' checkpoints resumes bit for bit. Without it each step is padded to its longest batch only."""
     run_dirs = [Path(d) for d in run_dirs]
     check_population(configs, run_dirs)
     if width is not None and width < 1:
         raise ConfigError(f"a population's width must be at least 1, got {width!r}")
     device = resolve_device(accelerator)
+    batched = device.type == "cuda" if batched is None else batched
     length = static_length() if (device.type == "cuda" if static_shapes is None else static_shapes) else None
     ids = [c.run_id() for c in configs]
     results: list[dict | None] = [None] * len(configs)
@@ -347,7 +351,7 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
             with ctrl_c_as_exception():
                 fill()
                 while live:
-                    _train_until_one_stops(live, device, length)
+                    _train_until_one_stops(live, device, length, batched)
                     for member in [m for m in live if m.done]:
                         live.remove(member)
                         leave(member)
@@ -378,24 +382,45 @@ def _stop_on_sigterm():
     return signal.signal(signal.SIGTERM, stop)
 
 
-def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None) -> None:
-    """Step the live members together until one of them stops (on a CPU rebuilding the population around the others
-    costs nothing; a captured step would refill the stopped member's slot in place)."""
-    slot = PopulationSlot.of(live, device)
+def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None, batched: bool) -> None:
+    """Step the live members together until one of them stops: batched, as one model (rebuilt around the others
+    when one leaves; a captured step would refill the slot in place), or one after another."""
+    slot = PopulationSlot.of(live, device) if batched else None
     clip = live[0].config.training.clip
     while not any(m.done for m in live):
-        nll, tokens = population_step(slot.model, slot.optimizer, [m.batches.batch(m.step) for m in live], clip,
-                                      length)
+        batches = [m.batches.batch(m.step) for m in live]
+        if slot is not None:
+            nll, tokens = population_step(slot.model, slot.optimizer, batches, clip, length)
+        else:
+            nll, tokens = one_after_another(live, batches, clip)
         for k, member in enumerate(live):
             member.step += 1
             if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
                 _fail(member, f"FloatingPointError: training loss is {nll[k].item()} at batch {member.step}")
                 continue
-            if member.step % member.config.training.eval_every == 0:  # evaluated on the member's own module
-                slot.pull(member)
+            if slot is not None and member.step % member.config.training.eval_every == 0:
+                slot.pull(member)  # the monitor evaluates the member's own module
             member.monitor.on_train_batch_end(member.trainer, member.module,
                                               {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
-    slot.release()
+    if slot is not None:
+        slot.release()
+
+
+def one_after_another(live: list[Member], batches: list, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each member's single-run step on its own batch (its module's ``training_step``, Lightning's norm clipping,
+    its RMSprop): what ``train`` does, without the Trainer. Returns the summed target NLLs and token counts (P,); a
+    member whose loss is not finite is not stepped."""
+    nlls, counts = [], []
+    for member, batch in zip(live, batches):
+        nll, tokens = member.module.target_nll(batch.to(member.module.device))
+        nlls.append(nll.detach())
+        counts.append(tokens)
+        if torch.isfinite(nll):
+            (nll / tokens).backward()
+            torch.nn.utils.clip_grad_norm_(member.module.parameters(), clip)
+            member.optimizer.step()
+        member.optimizer.zero_grad()
+    return torch.stack(nlls), torch.stack(counts)
 
 
 def _fail(member: Member, error: str) -> None:
