@@ -393,6 +393,7 @@ def _train_until_one_stops(live: list[Member], device: torch.device, length: int
             nll, tokens = population_step(slot.model, slot.optimizer, batches, clip, length)
         else:
             nll, tokens = one_after_another(live, batches, clip)
+        nll, tokens = nll.cpu(), tokens.cpu()  # one copy to the host a step, not one per member
         for k, member in enumerate(live):
             member.step += 1
             if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
