@@ -1,20 +1,22 @@
-"""Population training, the runs (issue 36): P runs trained as one model, each writing its own run folder exactly as
-a single run does, so that ``report``, ``runs``, ``dashboard``, ``inspect``, ``archive`` and a later single
-``transduce train`` of any member read and resume it unchanged.
+"""Population training, the runs (issue 36): P runs trained together in one process (as one model on a GPU, one
+after another on a CPU), each writing its own run folder exactly as a single run does, so that ``report``, ``runs``,
+``dashboard``, ``inspect``, ``archive`` and a later single ``transduce train`` of any member read and resume it
+unchanged.
 
 :func:`train_population` takes P run configs that may differ in task, seed and learning rate (and the memory's start
 biases) but share an architecture (:func:`population_key`). Each member is set up as :func:`~pipeline.training.run.
 train` sets up its run: its folder claimed under its lock, its weights initialised from its own seed, its batches
 drawn from its own stream (indexed by its own step), its :class:`~pipeline.training.monitor.TrainingMonitor` (the
 same perplexity windows, evaluations, stopping rules and checkpoints), its results written last. Only the step is
-shared (:func:`~pipeline.training.population.population_step`). The monitor is driven through :class:`MemberTrainer`,
+shared: batched (:func:`~pipeline.training.population.population_step`), or each member's single-run step in turn
+(:func:`one_after_another`). The monitor is driven through :class:`MemberTrainer`,
 the few things it asks of a Lightning ``Trainer``; the checkpoints it writes are Lightning checkpoints (loops,
 optimizer and monitor state) that a single run resumes from.
 
 A member that stops (converged, plateau, pruned, its budget) is finished there (its results written) and leaves the
 population, which goes on with the others and, where more runs wait than its ``width``, with the next of them in its
-place. Killed (``kill -9``) and run again, every member resumes from its own ``last.ckpt``; with static shapes the
-population goes on bit for bit as it would have.
+place. Killed (``kill -9``) and run again, every member resumes from its own ``last.ckpt``; one after another, or
+batched with static shapes, the population goes on bit for bit as it would have.
 
 Not yet (issue 36): CUDA-graph capture of the step.
 """
@@ -103,7 +105,7 @@ class Member:
     step: int = 0
     index: int = 0  # its place in the population's list of runs
     trainer: MemberTrainer | None = None
-    population: "PopulationSlot | None" = None
+    population: "BatchedPopulation | None" = None
 
     @property
     def done(self) -> bool:
@@ -126,7 +128,7 @@ class Member:
 
 
 @dataclasses.dataclass
-class PopulationSlot:
+class BatchedPopulation:
     """The live members, their stacked model and optimizer; ``pull`` copies one member's current weights and RMSProp
     state back into its own module and optimizer (for its evaluations and checkpoints)."""
 
@@ -135,7 +137,7 @@ class PopulationSlot:
     optimizer: PopulationRMSprop
 
     @classmethod
-    def of(cls, members: list[Member], device: torch.device) -> "PopulationSlot":
+    def of(cls, members: list[Member], device: torch.device) -> "BatchedPopulation":
         models = [m.module.model for m in members]
         model = (PopulationLSTM if memory_of(members[0].config.model.name) is None else PopulationMemoryLSTM)(models)
         model = model.to(device)
@@ -148,10 +150,10 @@ class PopulationSlot:
                 state = m.optimizer.state.get(params[k][i])
                 if state is not None:
                     avg[k].copy_(state["square_avg"])
-        slot = cls(members, model, optimizer)
+        population = cls(members, model, optimizer)
         for m in members:
-            m.population = slot
-        return slot
+            m.population = population
+        return population
 
     @torch.no_grad()
     def pull(self, member: Member) -> None:
@@ -384,13 +386,13 @@ def _stop_on_sigterm():
 
 def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None, batched: bool) -> None:
     """Step the live members together until one of them stops: batched, as one model (rebuilt around the others
-    when one leaves; a captured step would refill the slot in place), or one after another."""
-    slot = PopulationSlot.of(live, device) if batched else None
+    when one leaves; a captured step would refill the leaver's slot in place), or one after another."""
+    together = BatchedPopulation.of(live, device) if batched else None
     clip = live[0].config.training.clip
     while not any(m.done for m in live):
         batches = [m.batches.batch(m.step) for m in live]
-        if slot is not None:
-            nll, tokens = population_step(slot.model, slot.optimizer, batches, clip, length)
+        if together is not None:
+            nll, tokens = population_step(together.model, together.optimizer, batches, clip, length)
         else:
             nll, tokens = one_after_another(live, batches, clip)
         nll, tokens = nll.cpu(), tokens.cpu()  # one copy to the host a step, not one per member
@@ -399,12 +401,12 @@ def _train_until_one_stops(live: list[Member], device: torch.device, length: int
             if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
                 _fail(member, f"FloatingPointError: training loss is {nll[k].item()} at batch {member.step}")
                 continue
-            if slot is not None and member.step % member.config.training.eval_every == 0:
-                slot.pull(member)  # the monitor evaluates the member's own module
+            if together is not None and member.step % member.config.training.eval_every == 0:
+                together.pull(member)  # the monitor evaluates the member's own module
             member.monitor.on_train_batch_end(member.trainer, member.module,
                                               {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
-    if slot is not None:
-        slot.release()
+    if together is not None:
+        together.release()
 
 
 def one_after_another(live: list[Member], batches: list, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
