@@ -249,3 +249,14 @@ def test_every_member_is_its_own_wandb_run(tmp_path):
         assert config.run_id().encode() in data and b"final/batches" in data and data.count(b"train/perplexity") >= 4
         other = next(c for c in configs if c is not config)
         assert other.run_id().encode() not in data
+
+
+def test_a_member_that_cannot_train_refuses_the_population_before_any_member_trains(tmp_path):
+    """A member whose folder holds another config's run (or a lost checkpoint) is named in one line before any
+    member has trained a batch: the first member's folder gets no log."""
+    first, second = member("copy", 0, 1e-3, max_batches=20), member("reversal", 1, 1e-3, max_batches=20)
+    other = member("reversal", 2, 1e-3, max_batches=20)
+    train(other, tmp_path / "taken", progress=False)
+    with pytest.raises(ConfigError, match="holds a run of a different config"):
+        train_population([first, second], [tmp_path / "first", tmp_path / "taken"], width=1)
+    assert not (tmp_path / "first" / "metrics.csv").exists()

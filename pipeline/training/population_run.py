@@ -228,16 +228,27 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path]) -> None:
         raise ConfigError("a population's runs need a directory each; two members were given the same one")
 
 
-def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device: torch.device) -> Member | None:
-    """Set up one member as :func:`~pipeline.training.run.train` sets up its run (the caller holds its lock); None
-    when its results already answer its config."""
+def admit(config: RunConfig, run_dir: Path) -> bool:
+    """Everything that would refuse a member, checked for every member before any trains (the caller holds its
+    lock): a folder of another config, results of another config, a run that cannot continue, a lost or unreadable
+    ``last.ckpt``. False when the run's results already answer its config (nothing to train)."""
     check_continuable(config, run_dir, False, False)
     claim_run_directory(config, run_dir)
     folder = RunDir(run_dir)
     stored = folder.read_results()
-    if stored is not None:
-        if continuation(stored, config, False) is None:
-            return None
+    if stored is not None and continuation(stored, config, False) is None:
+        return False
+    if folder.last_checkpoint.exists():
+        read_checkpoint(folder.last_checkpoint, run_dir)  # a damaged one is named now, not when its turn comes
+    else:
+        refuse_lost_progress(run_dir, config.training.checkpoint_every)
+    return True
+
+
+def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device: torch.device) -> Member:
+    """Set up one admitted member (:func:`admit`) as :func:`~pipeline.training.run.train` sets up its run."""
+    folder = RunDir(run_dir)
+    if folder.read_results() is not None:
         folder.archive_results()  # its budget was raised since: keep what it reported, go on
     commits = record_commit(run_dir)
     eval_sets = {split: load_eval_set(config.task, split, cache_dir, config.length_distribution)
@@ -245,8 +256,6 @@ def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device
     monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
     monitor.progress_bar = False
     last = monitor.last_path if monitor.last_path.exists() else None
-    if last is None:
-        refuse_lost_progress(run_dir, config.training.checkpoint_every)
     L.seed_everything(config.training.seed, workers=True, verbose=False)  # the single run's initialisation
     module = TransductionModule.from_config(config).to(device)
     optimizer = module.configure_optimizers()
@@ -328,7 +337,12 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
                               "wait for it to end, or stop it first")
             claim_owner(lock)
         configure_cpu_process()
-        waiting, live = list(range(len(configs))), []
+        waiting, live = [], []
+        for k, (config, run_dir) in enumerate(zip(configs, run_dirs)):  # every refusal before any training
+            if admit(config, run_dir):
+                waiting.append(k)
+            else:
+                results[k] = RunDir(run_dir).read_results()
 
         def leave(member: Member) -> None:
             if not RunDir(member.run_dir).failed_file.exists():
@@ -339,9 +353,6 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
             while waiting and (width is None or len(live) < width):
                 k = waiting.pop(0)
                 member = open_member(configs[k], run_dirs[k], cache_dir, device)
-                if member is None:  # its results already answer its config
-                    results[k] = RunDir(run_dirs[k]).read_results()
-                    continue
                 member.index = k
                 if member.done:  # resumed after it had stopped: finished at once
                     leave(member)
