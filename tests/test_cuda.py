@@ -84,8 +84,37 @@ def test_a_population_steps_on_the_gpu_as_on_the_cpu(model):
     gpu_optimizer = PopulationRMSprop(gpu_population.ordered_parameters(), [1e-3, 5e-3, 5e-4], 0.9, 1e-8)
     for step in range(10):
         batches = [member_batch(12, 3 * step + k) for k in range(3)]
-        cpu_loss = population_step(cpu_population, cpu_optimizer, batches, 1.0)
-        gpu_loss = population_step(gpu_population, gpu_optimizer, [b.to("cuda") for b in batches], 1.0)
+        cpu_loss, _ = population_step(cpu_population, cpu_optimizer, batches, 1.0)
+        gpu_loss, _ = population_step(gpu_population, gpu_optimizer, [b.to("cuda") for b in batches], 1.0)
         torch.testing.assert_close(gpu_loss.cpu(), cpu_loss, rtol=1e-9, atol=1e-12)
     for mine, theirs in zip(gpu_population.ordered_parameters(), cpu_population.ordered_parameters()):
         torch.testing.assert_close(mine.detach().cpu(), theirs.detach(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("model", ["lstm2", "deque"])
+def test_a_captured_population_step_replays_the_eager_step(model):
+    """Issue 36: the step captured as a CUDA graph (warm-up and capture leave every parameter and RMSProp state as
+    they were) and replayed on new batches equals the eager step at the same static length, in float64."""
+    import copy
+
+    from pipeline.bench_population import member_batch, population_of
+    from pipeline.training.population import CapturedStep, PopulationRMSprop, population_step
+
+    torch.manual_seed(0)
+    eager, _ = population_of(model, 3, 16, torch.device("cuda"))
+    eager.double()
+    graphed = copy.deepcopy(eager)
+    rates = [1e-3, 5e-3, 5e-4]
+    eager_optimizer = PopulationRMSprop(eager.ordered_parameters(), rates, 0.9, 1e-8)
+    graphed_optimizer = PopulationRMSprop(graphed.ordered_parameters(), rates, 0.9, 1e-8)
+    step = CapturedStep(graphed, graphed_optimizer, 1.0, batch_size=10, length=16)
+    assert step.graph is not None
+    for mine, theirs in zip(graphed.ordered_parameters(), eager.ordered_parameters()):
+        assert torch.equal(mine, theirs)  # the warm-up changed nothing
+    for k in range(10):
+        batches = [member_batch(12 + k % 4, 3 * k + m) for m in range(3)]
+        want, _ = population_step(eager, eager_optimizer, [b.to("cuda") for b in batches], 1.0, length=16)
+        got, _ = step(batches)
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
+    for mine, theirs in zip(graphed.ordered_parameters(), eager.ordered_parameters()):
+        torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-9, atol=1e-12)

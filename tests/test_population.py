@@ -117,7 +117,7 @@ def test_the_population_bench_writes_one_record_per_measurement(tmp_path):
     assert all(set(r) >= {"model", "population", "device", "member_batches_per_s", "peak_mb"} for r in records)
     assert all(r["member_batches_per_s"] > 0 and r["device"] == "cpu" for r in records)
     text = readme.read_text()
-    assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text and "eager (no CUDA graph yet)" in text
+    assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text and "on `cpu`, eager (the batches copied in each step)" in text
     assert "## Projected wall time of `configs/paper.yaml`" in text and "| Queue-LSTM | 150 |" in text
     assert "| 1-layer LSTM | " in text.split("One after another")[1] and "stepped one after another" in text
 
@@ -139,3 +139,33 @@ def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs
     lines = "\n".join(projection_lines([{"model": "stack", "population": 64, "member_batches_per_s": 100.0,
                                           "mode": "batched"}], "cuda"))
     assert "| Stack-LSTM | 150 |" in lines and "not measured" in lines
+
+
+@pytest.mark.parametrize("model", [2, "deque"])
+def test_the_captured_steps_bookkeeping_equals_the_step_off_a_gpu(model):
+    """CapturedStep on a CPU (nothing captured: its static tensors stepped eagerly) equals population_step at the
+    same static length, in float64: the batches copied in, the token counts, the gradients cleared each step. The
+    capture itself is tests/test_cuda.py's."""
+    import copy
+
+    from pipeline.training.population import CapturedStep
+
+    configs = [member_config("copy", 3, 1e-3, model), member_config("reversal", 7, 5e-3, model),
+               member_config("bigram_flip", 11, 5e-4, model)]
+    singles = [single_run(c) for c in configs]
+    population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    twin = copy.deepcopy(population)
+    t = configs[0].training
+    rates = [c.training.lr for c in configs]
+    optimizer = PopulationRMSprop(population.ordered_parameters(), rates, t.rmsprop_alpha, t.rmsprop_eps)
+    twin_optimizer = PopulationRMSprop(twin.ordered_parameters(), rates, t.rmsprop_alpha, t.rmsprop_eps)
+    captured = CapturedStep(twin, twin_optimizer, t.clip, t.batch_size, length=131)
+    assert captured.graph is None
+    for step in range(8):
+        batches = [batches.batch(step) for _, batches in singles]
+        want, want_tokens = population_step(population, optimizer, batches, t.clip, length=131)
+        got, got_tokens = captured(batches)
+        assert torch.equal(got_tokens, want_tokens)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+    for mine, theirs in zip(twin.ordered_parameters(), population.ordered_parameters()):
+        torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-12, atol=0)

@@ -190,6 +190,15 @@ class PopulationRMSprop:
         # the rates as exact as the single runs' Python floats (a float32 tensor would round 1e-3 to 1.00000005e-3)
         self.params, self.lr, self.alpha, self.eps = params, torch.as_tensor(lr, dtype=torch.float64), alpha, eps
         self.square_avg = [torch.zeros_like(p) for p in params]
+        self._rates: dict[tuple, Tensor] = {}  # lr on each parameter's device and dtype, made once (outside a capture)
+
+    def rate(self, p: Tensor) -> Tensor:
+        """The rates (P, 1, ...) for parameter ``p``, on its device in its dtype: made on first use, so that a captured
+        step copies nothing from the host."""
+        key = (p.device, p.dtype, p.dim())
+        if key not in self._rates:
+            self._rates[key] = self.lr.to(device=p.device, dtype=p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
+        return self._rates[key]
 
     @torch.no_grad()
     def step(self) -> None:
@@ -197,8 +206,7 @@ class PopulationRMSprop:
             if p.grad is None:
                 continue
             avg.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
-            lr = self.lr.to(device=p.device, dtype=p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
-            p.sub_(lr * p.grad / (avg.sqrt() + self.eps))
+            p.sub_(self.rate(p) * p.grad / (avg.sqrt() + self.eps))
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -226,13 +234,81 @@ def population_step(model: Population, optimizer: PopulationRMSprop, batches: li
     step to it (static shapes, see :func:`stack_batches`)."""
     device = optimizer.params[0].device
     inputs, targets, lengths = (x.to(device) for x in stack_batches(batches, length))
+    tokens = torch.stack([b.target_lengths.sum() for b in batches]).to(device)
+    optimizer.zero_grad()
+    return update(model, optimizer, inputs, targets, lengths, tokens, clip), tokens
+
+
+def update(model: Population, optimizer: PopulationRMSprop, inputs: Tensor, targets: Tensor, lengths: Tensor,
+           tokens: Tensor, clip: float) -> Tensor:
+    """Forward, backward, per-member clipping and RMSProp on stacked batches (:func:`stack_batches`) with each
+    member's target-token count ``tokens`` (P,); the gradients must be cleared. Returns the summed NLLs (P,)."""
     logits = model(inputs, lengths)
     nll = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none")
     nll = nll.reshape(targets.shape).sum(dim=(1, 2))  # (P,)
-    tokens = torch.stack([b.target_lengths.sum() for b in batches]).to(nll.device)
     losses = nll / tokens.to(nll.dtype)
-    optimizer.zero_grad()
     losses.sum().backward()  # a sum over members: no member's gradient is scaled by another's
     clip_per_member(optimizer.params, clip)
     optimizer.step()
-    return nll.detach(), tokens
+    return nll.detach()
+
+
+class CapturedStep:
+    """:func:`population_step` at static shapes, captured once as a CUDA graph and replayed: PyTorch's "whole-network
+    capture" (CUDA semantics notes). A step is then one launch instead of thousands, which is what makes a population
+    pay on a GPU (``../shared/design/population.md``: ~8x at P=1 in a prototype).
+
+    The batches are copied into static input tensors; the graph's forward, backward, per-member clipping and RMSProp
+    read those and write the parameters, the RMSProp state and the per-member NLLs in place. No value comes to the
+    host inside the step. Warm-up steps on a side stream run on all-padding batches (no target token: zero loss and
+    gradients), and every parameter and RMSProp state is put back after them. On a CPU nothing is captured: the same
+    static tensors are stepped eagerly, which is how this bookkeeping is tested off a GPU."""
+
+    WARMUP_STEPS = 3
+
+    def __init__(self, model: Population, optimizer: PopulationRMSprop, clip: float, batch_size: int,
+                 length: int) -> None:
+        self.model, self.optimizer, self.clip, self.length = model, optimizer, clip, length
+        device = optimizer.params[0].device
+        P = len(optimizer.lr)
+        self.inputs = torch.zeros(P, batch_size, length, dtype=torch.long, device=device)
+        self.targets = torch.full((P, batch_size, length), IGNORE_INDEX, dtype=torch.long, device=device)
+        self.lengths = torch.ones(P, batch_size, dtype=torch.long, device=device)
+        self.tokens = torch.ones(P, dtype=torch.long, device=device)
+        self.graph = None
+        if device.type != "cuda":
+            return
+        state = [*optimizer.params, *optimizer.square_avg]
+        saved = [t.detach().clone() for t in state]
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(self.WARMUP_STEPS):
+                optimizer.zero_grad()
+                self._update()
+        torch.cuda.current_stream(device).wait_stream(side)
+        optimizer.zero_grad()  # the captured backward allocates the gradients in the graph's own memory
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.nll = self._update()
+        with torch.no_grad():
+            for t, value in zip(state, saved):
+                t.copy_(value)
+
+    def _update(self) -> Tensor:
+        return update(self.model, self.optimizer, self.inputs, self.targets, self.lengths, self.tokens, self.clip)
+
+    def __call__(self, batches: list[Batch]) -> tuple[Tensor, Tensor]:
+        """One step of every member on its own batch: what :func:`population_step` returns."""
+        inputs, targets, lengths = stack_batches(batches, self.length)
+        self.inputs.copy_(inputs)
+        self.targets.copy_(targets)
+        self.lengths.copy_(lengths)
+        self.tokens.copy_(torch.stack([b.target_lengths.sum() for b in batches]))
+        if self.graph is not None:
+            self.graph.replay()
+            nll = self.nll
+        else:
+            self.optimizer.zero_grad()
+            nll = self._update()
+        return nll.clone(), self.tokens.clone()

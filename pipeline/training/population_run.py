@@ -18,7 +18,8 @@ population, which goes on with the others and, where more runs wait than its ``w
 place. Killed (``kill -9``) and run again, every member resumes from its own ``last.ckpt``; one after another, or
 batched with static shapes, the population goes on bit for bit as it would have.
 
-Not yet (issue 36): CUDA-graph capture of the step.
+On a GPU the batched step is captured once as a CUDA graph (:class:`~pipeline.training.population.CapturedStep`) and
+replayed; a member leaving rebuilds the population around the others, with a new capture.
 """
 
 from __future__ import annotations
@@ -43,7 +44,13 @@ from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
-from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
+from pipeline.training.population import (
+    CapturedStep,
+    PopulationLSTM,
+    PopulationMemoryLSTM,
+    PopulationRMSprop,
+    population_step,
+)
 from pipeline.training.run import (
     EVAL_SPLITS,
     CtrlC,
@@ -129,15 +136,22 @@ class Member:
 
 @dataclasses.dataclass
 class BatchedPopulation:
-    """The live members, their stacked model and optimizer; ``pull`` copies one member's current weights and RMSProp
-    state back into its own module and optimizer (for its evaluations and checkpoints)."""
+    """The live members, their stacked model and optimizer, and the step (captured as a CUDA graph at static shapes
+    on a GPU); ``pull`` copies one member's current weights and RMSProp state back into its own module and optimizer
+    (for its evaluations and checkpoints)."""
 
     members: list[Member]
     model: torch.nn.Module
     optimizer: PopulationRMSprop
+    captured: CapturedStep | None = None  # at static shapes; else population_step pads each step to its longest
+
+    def step(self, batches: list, clip: float, length: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.captured is not None:
+            return self.captured(batches)
+        return population_step(self.model, self.optimizer, batches, clip, length)
 
     @classmethod
-    def of(cls, members: list[Member], device: torch.device) -> "BatchedPopulation":
+    def of(cls, members: list[Member], device: torch.device, length: int | None = None) -> "BatchedPopulation":
         models = [m.module.model for m in members]
         model = (PopulationLSTM if memory_of(members[0].config.model.name) is None else PopulationMemoryLSTM)(models)
         model = model.to(device)
@@ -151,6 +165,8 @@ class BatchedPopulation:
                 if state is not None:
                     avg[k].copy_(state["square_avg"])
         population = cls(members, model, optimizer)
+        if length is not None:
+            population.captured = CapturedStep(model, optimizer, t.clip, t.batch_size, length)
         for m in members:
             m.population = population
         return population
@@ -398,12 +414,12 @@ def _stop_on_sigterm():
 def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None, batched: bool) -> None:
     """Step the live members together until one of them stops: batched, as one model (rebuilt around the others
     when one leaves; a captured step would refill the leaver's slot in place), or one after another."""
-    together = BatchedPopulation.of(live, device) if batched else None
+    together = BatchedPopulation.of(live, device, length) if batched else None
     clip = live[0].config.training.clip
     while not any(m.done for m in live):
         batches = [m.batches.batch(m.step) for m in live]
         if together is not None:
-            nll, tokens = population_step(together.model, together.optimizer, batches, clip, length)
+            nll, tokens = together.step(batches, clip, length)
         else:
             nll, tokens = one_after_another(live, batches, clip)
         nll, tokens = nll.cpu(), tokens.cpu()  # one copy to the host a step, not one per member
