@@ -117,7 +117,8 @@ def test_the_population_bench_writes_one_record_per_measurement(tmp_path):
     assert all(set(r) >= {"model", "population", "device", "member_batches_per_s", "peak_mb"} for r in records)
     assert all(r["member_batches_per_s"] > 0 and r["device"] == "cpu" for r in records)
     text = readme.read_text()
-    assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text and "on `cpu`, eager (the batches copied in each step)" in text
+    assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text
+    assert "on `cpu`, eager (the batches copied in each step)" in text
     assert "## Projected wall time of `configs/paper.yaml`" in text and "| Queue-LSTM | 150 |" in text
     assert "| 1-layer LSTM | " in text.split("One after another")[1] and "stepped one after another" in text
 

@@ -260,3 +260,28 @@ def test_a_member_that_cannot_train_refuses_the_population_before_any_member_tra
     with pytest.raises(ConfigError, match="holds a run of a different config"):
         train_population([first, second], [tmp_path / "first", tmp_path / "taken"], width=1)
     assert not (tmp_path / "first" / "metrics.csv").exists()
+
+
+def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path, monkeypatch):
+    """At static shapes (the captured step, eager off a GPU) a member that stops hands its slot to the next waiting
+    run without a new population (no new capture): three runs two at a time build it twice (at the start, and when
+    the last two leave with no one waiting), not three times; every member still writes its single run's numbers."""
+    from pipeline.training import population_run
+
+    built = []
+    original = population_run.BatchedPopulation.of.__func__
+
+    def counting(cls, members, device, length=None):
+        built.append([m.config.task for m in members])
+        return original(cls, members, device, length)
+
+    monkeypatch.setattr(population_run.BatchedPopulation, "of", classmethod(counting))
+    configs = [member("copy", 3, 1e-3, max_batches=100), member("reversal", 7, 5e-4, max_batches=60),
+               member("bigram_flip", 11, 2e-3, max_batches=100)]
+    together = [tmp_path / "population" / c.run_id() for c in configs]
+    train_population(configs, together, width=2, batched=True, static_shapes=True)
+    assert built == [["copy", "reversal"], ["bigram_flip"]]  # bigram_flip took reversal's slot at 60
+    for config, run_dir in zip(configs, together):
+        alone = tmp_path / "alone" / config.run_id()
+        train(config, alone, progress=False)
+        assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)

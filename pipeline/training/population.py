@@ -201,6 +201,13 @@ class PopulationRMSprop:
         return self._rates[key]
 
     @torch.no_grad()
+    def set_rate(self, k: int, lr: float) -> None:
+        """Member ``k``'s learning rate is now ``lr`` (a new run in its slot), in place: a captured step reads it."""
+        self.lr[k] = lr
+        for rates in self._rates.values():
+            rates[k] = lr
+
+    @torch.no_grad()
     def step(self) -> None:
         for p, avg in zip(self.params, self.square_avg):
             if p.grad is None:

@@ -19,7 +19,8 @@ place. Killed (``kill -9``) and run again, every member resumes from its own ``l
 batched with static shapes, the population goes on bit for bit as it would have.
 
 On a GPU the batched step is captured once as a CUDA graph (:class:`~pipeline.training.population.CapturedStep`) and
-replayed; a member leaving rebuilds the population around the others, with a new capture.
+replayed; a member that stops hands its slot to the next waiting run in place (:meth:`BatchedPopulation.replace`, no
+new capture), and only when none waits is the population rebuilt around the others.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class MemberTrainer:
         self.member.write_checkpoint(Path(path), weights_only)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # a member is itself: found in lists by identity, not by comparing its tensors
 class Member:
     config: RunConfig
     run_dir: Path
@@ -134,7 +135,7 @@ class Member:
         partial.replace(path)  # atomic: a kill leaves the old checkpoint or the new one
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class BatchedPopulation:
     """The live members, their stacked model and optimizer, and the step (captured as a CUDA graph at static shapes
     on a GPU); ``pull`` copies one member's current weights and RMSProp state back into its own module and optimizer
@@ -164,7 +165,7 @@ class BatchedPopulation:
                 state = m.optimizer.state.get(params[k][i])
                 if state is not None:
                     avg[k].copy_(state["square_avg"])
-        population = cls(members, model, optimizer)
+        population = cls(list(members), model, optimizer)  # its own list: the caller's changes as members come and go
         if length is not None:
             population.captured = CapturedStep(model, optimizer, t.clip, t.batch_size, length)
         for m in members:
@@ -184,6 +185,20 @@ class BatchedPopulation:
         for m in self.members:
             self.pull(m)
             m.population = None
+
+    @torch.no_grad()
+    def replace(self, old: Member, new: Member) -> None:
+        """``new`` takes ``old``'s slot: its weights, RMSProp state and rate copied into the stacked tensors in place,
+        so a captured step goes on without a new capture (``old`` is pulled first by the caller)."""
+        k = self.members.index(old)
+        params = list(new.module.model.parameters())
+        for i, name in enumerate(self.model.names):
+            self.model.member(name)[k].copy_(params[i])
+            state = new.optimizer.state.get(params[i])
+            self.optimizer.square_avg[i][k].copy_(state["square_avg"] if state else torch.zeros_like(params[i]))
+        self.optimizer.set_rate(k, new.config.training.lr)
+        self.members[k] = new
+        old.population, new.population = None, self
 
 
 def _scalar_dtype() -> torch.dtype:
@@ -364,27 +379,40 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
             if not RunDir(member.run_dir).failed_file.exists():
                 results[member.index] = finish_member(member, device, ids)
 
-        def fill() -> None:
-            """Members enter as places free up, each opened (its eval sets, model, checkpoint) only then."""
-            while waiting and (width is None or len(live) < width):
+        def newcomer() -> Member | None:
+            """The next waiting run, opened (eval sets, model, checkpoint) only now; one resumed after it had
+            stopped is finished at once and the next taken."""
+            while waiting:
                 k = waiting.pop(0)
                 member = open_member(configs[k], run_dirs[k], cache_dir, device)
                 member.index = k
-                if member.done:  # resumed after it had stopped: finished at once
-                    leave(member)
-                else:
-                    live.append(member)
+                if not member.done:
+                    return member
+                leave(member)
+            return None
 
         previous = _stop_on_sigterm()
         try:
             with ctrl_c_as_exception():
-                fill()
+                while (width is None or len(live) < width) and (member := newcomer()) is not None:
+                    live.append(member)
+                together = None
                 while live:
-                    _train_until_one_stops(live, device, length, batched)
+                    together = _train_until_one_stops(live, device, length, batched, together)
                     for member in [m for m in live if m.done]:
-                        live.remove(member)
+                        if together is not None:
+                            together.pull(member)  # its final weights, for its last evaluation
+                        new = newcomer()
+                        if together is not None and together.captured is not None and new is not None:
+                            together.replace(member, new)  # into its slot: the captured step goes on, no new capture
+                            live[live.index(member)] = new
+                        else:
+                            live.remove(member)
+                            live.extend([new] if new is not None else [])
+                            if together is not None:  # rebuilt around the others next time
+                                together.release()
+                                together = None
                         leave(member)
-                    fill()
         except (CtrlC, _Stopped) as stopped:
             why, code = (("SIGTERM", 128 + signal.SIGTERM) if isinstance(stopped, _Stopped)
                          else ("an interrupt (Ctrl-C)", 128 + signal.SIGINT))
@@ -411,10 +439,12 @@ def _stop_on_sigterm():
     return signal.signal(signal.SIGTERM, stop)
 
 
-def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None, batched: bool) -> None:
-    """Step the live members together until one of them stops: batched, as one model (rebuilt around the others
-    when one leaves; a captured step would refill the leaver's slot in place), or one after another."""
-    together = BatchedPopulation.of(live, device, length) if batched else None
+def _train_until_one_stops(live: list[Member], device: torch.device, length: int | None, batched: bool,
+                           together: BatchedPopulation | None) -> BatchedPopulation | None:
+    """Step the live members together until one of them stops: batched, as one model (``together``, built here if
+    None, and returned for the caller to refill or release), or one after another."""
+    if batched and together is None:
+        together = BatchedPopulation.of(live, device, length)
     clip = live[0].config.training.clip
     while not any(m.done for m in live):
         batches = [m.batches.batch(m.step) for m in live]
@@ -432,8 +462,7 @@ def _train_until_one_stops(live: list[Member], device: torch.device, length: int
                 together.pull(member)  # the monitor evaluates the member's own module
             member.monitor.on_train_batch_end(member.trainer, member.module,
                                               {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
-    if together is not None:
-        together.release()
+    return together
 
 
 def one_after_another(live: list[Member], batches: list, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
