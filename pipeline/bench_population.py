@@ -1,6 +1,6 @@
 """How fast a population trains (issue 36): ``transduce bench --population`` writes ``reports/bench-population.md`` and
-``bench-population.json`` beside it, one record per measurement: ``model``, ``population``, ``device``,
-``member_batches_per_s`` and ``peak_mb``.
+``bench-population.json`` beside it (``bench-population-cuda.*`` on a GPU, as ``bench-cuda.*`` beside ``bench.*``),
+one record per measurement: ``model``, ``population``, ``device``, ``mode``, ``member_batches_per_s`` and ``peak_mb``.
 
 For each model (the Stack-, Queue- and DeQue-LSTMs, the 1-, 2-, 4- and 8-layer LSTMs) and population size P (1, 16,
 64, 256), one training step of :class:`pipeline.training.population.CapturedStep` over P members, batch 10 each,
@@ -144,7 +144,8 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
                 echo(f"{model:6} P={size:<4} {record['member_batches_per_s']:9.1f} member-batches/s, one after "
                      "another")
     out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
-    atomic_write_text(out_dir / "bench-population.json", json.dumps(records, indent=2) + "\n")
+    stem = "bench-population" + ("-cuda" if where.type == "cuda" else "")
+    atomic_write_text(out_dir / f"{stem}.json", json.dumps(records, indent=2) + "\n")
     lines = ["# Population training: member-batches per second", "",
              provenance(command, dated=True) + f" Machine: {machine(where)}.", "",
              f"One training step (forward, backward, per-member clipping and RMSProp) of P members at once, batch "
@@ -174,7 +175,7 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
     if skipped:
         lines += ["", "Not measured: " + "; ".join(skipped) + "."]
     lines += projection_lines(records, where)
-    readme = out_dir / "bench-population.md"
+    readme = out_dir / f"{stem}.md"
     atomic_write_text(readme, "\n".join(lines) + "\n")
     return readme
 

@@ -59,7 +59,8 @@ def bench(
     profile: bool = typer.Option(False, "--profile", help="Instead: where the time of one training batch of the "
                                                           "Stack- and DeQue-LSTM goes (reports/bench-profile.md)."),
     population: bool = typer.Option(False, "--population", help="Instead: member-batches per second of populations "
-                                    "of 1-256 runs trained as one model (reports/bench-population.{md,json})."),
+                                    "of 1-256 runs trained as one model (reports/bench-population.{md,json}; "
+                                    "-cuda on a GPU)."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
