@@ -88,6 +88,10 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None, tasks
 # LSTMs of issue 34) still ends. Once it is finished it moves to ``finished_runs/`` and its checkpoints are dropped.
 UNFINISHED = "unfinished_runs"
 RESUME_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt")
+# An unfinished run is kept with its checkpoints (megabytes, committed with the archive) only once it holds this much
+# training; a shorter one is trained again from batch 0 where it was lost, which gives the same run (one seed, one
+# data stream: the same log), at the cost of those minutes (pipeline.sweep.worker).
+UNFINISHED_MIN_SECONDS = 1800
 
 
 def unfinished_folder(finished: Path) -> Path:
@@ -153,9 +157,10 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
 def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> tuple[list[str],
                                                                                                       list[str]]:
     """Copy every interrupted run of ``profile`` (it trained, stopped short of its budget, and no process holds it)
-    to ``dest/<run id>/`` with its checkpoints, so that it can resume elsewhere; and drop the copy of a run that is
-    done since (it is in the finished archive now). A running run is left for its next archive: stop the sweep first
-    (its runs checkpoint as they stop). Returns (ids kept, ids dropped)."""
+    that holds at least :data:`UNFINISHED_MIN_SECONDS` of training to ``dest/<run id>/`` with its checkpoints, so that
+    it can resume elsewhere; and drop the copy of a run that is done since (it is in the finished archive now). A
+    running run is left for its next archive: stop the sweep first (its runs checkpoint as they stop). Returns (ids
+    kept, ids dropped)."""
     from pipeline.sweep import load_sweep, sweep_root
 
     sweep = load_sweep(profile)
@@ -165,7 +170,9 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
     for run, _ in planned_runs(sweep, runs_root):
         run_dir, copy = root / run.run_id(), dest / run.run_id()
         state = run_state(run_dir, run)
-        if state == "interrupted" and RunDir(run_dir).metrics_file.is_file():
+        folder = RunDir(run_dir)
+        if (state == "interrupted" and folder.metrics_file.is_file()
+                and folder.seconds_trained() >= UNFINISHED_MIN_SECONDS):
             _copy_run(run_dir, dest, RESUME_FILES)
             kept.append(run_dir.name)
         elif state in DONE and copy.exists():

@@ -188,15 +188,17 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
         "traces/reversal_stack.png") == 1
 
 
-def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path):
+def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path, monkeypatch):
     """A run longer than one machine's stint (issue 34's 200,000-batch LSTMs): archived while unfinished it keeps its
     checkpoints, in unfinished_runs/ beside finished_runs/; restored on a machine that never held it, the sweep
     resumes it, and it ends exactly as a twin trained without a break. Once finished, its unfinished copy (and the
     checkpoints) leave the archive."""
     from typer.testing import CliRunner
 
+    from pipeline import runs as archive
     from pipeline.cli import app
 
+    monkeypatch.setattr(archive, "UNFINISHED_MIN_SECONDS", 0)  # a run of seconds stands in for one of hours
     short, long = profile(tmp_path, name="stint", models=("lstm1",), max_batches=10), tmp_path / "long" / "stint.yaml"
     long.parent.mkdir()
     data = yaml.safe_load(short.read_text())
@@ -229,6 +231,30 @@ def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if
     output = archive_cli(runs_dir=fresh)  # finished now: into finished_runs/, out of unfinished_runs/
     assert "archived 1 finished" in output and "dropped 1 finished since" in output, output
     assert not kept.exists() and not list(archive.rglob("*.ckpt"))
+
+
+def test_a_short_unfinished_run_is_archived_without_checkpoints_and_trained_again_from_zero(tmp_path):
+    """Below pipeline.runs.UNFINISHED_MIN_SECONDS of training an unfinished run's checkpoints stay out of the archive
+    (megabytes to save minutes); restored, its results stop short of its budget and it has no checkpoint, so the
+    sweep trains it again from batch 0, which gives the run its twin trained straight through: the same log."""
+    from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs
+
+    short = profile(tmp_path, name="rung", models=("lstm1",), max_batches=10)
+    long = tmp_path / "long" / "rung.yaml"
+    long.parent.mkdir()
+    data = yaml.safe_load(short.read_text())
+    data["defaults"]["training"]["max_batches"] = 20
+    long.write_text(yaml.safe_dump(data))
+    runs, fresh, twin, finished = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin", tmp_path / "finished_runs"
+    run_local(load_sweep(short), runs, echo=lambda _: None)
+    assert archive_runs(short, finished, runs)  # finished at its rung of 10
+    assert archive_unfinished_runs(long, tmp_path / "unfinished_runs", runs) == ([], [])  # too short to keep
+    (run,) = load_sweep(long).runs()
+    assert restore_runs(long, finished, fresh) == [run.run_id()]
+    assert [s.state for s in run_local(load_sweep(long), fresh, echo=lambda _: None)] == ["finished"]
+    run_local(load_sweep(long), twin, echo=lambda _: None)
+    assert (fresh / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
+    assert "training it again from batch 0" in (fresh / run.run_id() / "train.log").read_text()
 
 
 def test_restoring_a_profile_never_archived_uses_its_runs_folder_as_it_is(tmp_path):

@@ -25,7 +25,7 @@ def run_one(run_dir: str | Path) -> str:
         claim_owner(lock)
         config = RunDir(run_dir).read_config()
         try:
-            train(config, run_dir, progress=False, locked=True)
+            train(config, run_dir, progress=False, locked=True, restart=lost_its_checkpoint(run_dir, config))
         except RunStopped as stop:  # the sweep stopped it (or the machine is going down): it resumes next time
             print(stop, flush=True)
             return "interrupted"
@@ -39,6 +39,25 @@ def run_one(run_dir: str | Path) -> str:
             return "failed"
         RunDir(run_dir).clear_failure()
     return run_state(run_dir, config)
+
+
+def lost_its_checkpoint(run_dir: Path, config) -> bool:
+    """A run whose results stop short of its budget now (a rung of successive halving, a raised budget) and whose
+    ``last.ckpt`` is gone (archived without it: ``pipeline.runs.UNFINISHED_MIN_SECONDS``) is trained again from batch
+    0: one seed and one data stream give the same run, so only the minutes are lost."""
+    from pipeline.rundir import results_cover
+
+    folder = RunDir(run_dir)
+    try:
+        results = folder.read_results()
+    except Exception:  # damaged: RunDir.check names it when training begins
+        return False
+    if results is None or results_cover(results, config) or folder.last_checkpoint.exists():
+        return False
+    print(f"{run_dir}: its results stop at {results['batches']:,} batches and its checkpoint was not kept; "
+          f"training it again from batch 0 to {config.training.max_batches:,} (the same seed and data: the same run)",
+          flush=True)
+    return True
 
 
 def run_population(run_dirs: list[str | Path], width: int | None = None) -> list[str]:
