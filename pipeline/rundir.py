@@ -177,6 +177,7 @@ class RunDir:
         return commits
 
     def write_failure(self, failure: dict) -> None:
+        """``failed.json``: a :func:`failure_record`."""
         atomic_write_text(self.failed_file, json.dumps(failure, indent=2) + "\n")
 
     def clear_failure(self) -> None:
@@ -352,6 +353,16 @@ class RunDir:
         except DamagedRun as error:
             return str(error)
         return ""
+
+
+def failure_record(error: str, traceback: str = "") -> dict:
+    """What ``failed.json`` holds: the error's line, its traceback, the commit and the time (a sweep's worker, or a
+    population for a member whose loss stopped being finite)."""
+    import time
+
+    from pipeline.provenance import git_commit
+
+    return {"error": error, "traceback": traceback, "commit": git_commit(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 def _read_json(path: Path, required: tuple[str, ...]) -> dict | None:

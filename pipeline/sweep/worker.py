@@ -4,12 +4,10 @@ pipeline.sweep RUN_DIR [RUN_DIR ...]``; a SLURM array task calls :func:`run_job`
 
 from __future__ import annotations
 
-import time
 import traceback
 from pathlib import Path
 
-from pipeline.provenance import git_commit
-from pipeline.rundir import RunDir
+from pipeline.rundir import DONE, RunDir, failure_record
 from pipeline.runlock import claim_owner, run_lock
 from pipeline.sweep.status import run_state
 
@@ -30,12 +28,7 @@ def run_one(run_dir: str | Path) -> str:
             print(stop, flush=True)
             return "interrupted"
         except Exception as error:  # recorded, not raised: one failed run must not stop a sweep
-            RunDir(run_dir).write_failure({
-                "error": f"{type(error).__name__}: {error}",
-                "traceback": traceback.format_exc(),
-                "commit": git_commit(),
-                "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            })
+            RunDir(run_dir).write_failure(failure_record(f"{type(error).__name__}: {error}", traceback.format_exc()))
             return "failed"
         RunDir(run_dir).clear_failure()
     return run_state(run_dir, config)
@@ -79,14 +72,13 @@ def run_population(run_dirs: list[str | Path], width: int | None = None) -> list
         print(stop, flush=True)
         return ["interrupted"] * len(run_dirs)
     except Exception as error:  # recorded, not raised, as for one run
-        failure = {"error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
-                   "commit": git_commit(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+        failure = failure_record(f"{type(error).__name__}: {error}", traceback.format_exc())
         for d, c in zip(run_dirs, configs):
-            if run_state(d, c) not in ("finished", "pruned"):
+            if run_state(d, c) not in DONE:
                 RunDir(d).write_failure(failure)
         return [run_state(d, c) for d, c in zip(run_dirs, configs)]
     for d, c in zip(run_dirs, configs):
-        if run_state(d, c) in ("finished", "pruned"):
+        if run_state(d, c) in DONE:
             RunDir(d).clear_failure()
     return [run_state(d, c) for d, c in zip(run_dirs, configs)]
 

@@ -39,7 +39,7 @@ from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
 from pipeline.files import atomic_write_text
 from pipeline.models import memory_of
-from pipeline.rundir import RunDir
+from pipeline.rundir import RunDir, failure_record
 from pipeline.runlock import claim_owner, lock_owner, run_lock
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.metrics_log import ResumableCSVLogger
@@ -483,10 +483,5 @@ def one_after_another(live: list[Member], batches: list, clip: float) -> tuple[t
 
 
 def _fail(member: Member, error: str) -> None:
-    import time
-
-    from pipeline.provenance import git_commit
-
     member.trainer.should_stop = True
-    RunDir(member.run_dir).write_failure({"error": error, "traceback": "", "commit": git_commit(),
-                                          "time": time.strftime("%Y-%m-%d %H:%M:%S")})
+    RunDir(member.run_dir).write_failure(failure_record(error))
