@@ -494,6 +494,15 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     line = _compute_line(pd.concat([runs, gpu, wider]), sweep)
     assert "about 0.7 h of wall time" in line
     assert "1.5 CPU-hours over 2 runs with 6–12 worker(s) on Other CPU, 16 usable cores, GPU H200" in line
+    # Runs trained as one population share its wall time: each counts its share, and the speed is per member-batch
+    members = [f"r{k}" for k in range(4)]
+    population = pd.DataFrame([dict(model="lstm2", batches=1000, train_seconds=200.0, eval_seconds=0.0, workers=1,
+                                    machine="Other CPU, 16 usable cores, GPU H100", population=members)] * 4)
+    line = _compute_line(population, sweep)
+    assert line.startswith("Compute: 0.1 hours over the 4 finished runs") and "its wall time over its members" in line
+    assert "about 3 min of wall time" in line and "median ms a member-batch with 1 population(s) side by side: " \
+        "2-layer LSTM 50." in line
+    assert "member" not in _compute_line(runs, sweep)  # single runs: as before
 
 
 # -- issue 35, faults 1 and 5: everything checked before anything in a finished run's folder changes ----------------

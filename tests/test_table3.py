@@ -209,3 +209,20 @@ def test_batches_to_accuracy_makes_fig_2b_a_number(tmp_path):
     no_lstm = table.drop(index="lstm2").reset_index()
     assert ("a memory model at 1,500 batches; no LSTM by 6,000 (at least 4× later, if ever)"
             in "\n".join(convergence_markdown(no_lstm)))
+
+
+def test_a_cell_whose_halving_survivors_still_train_says_it_is_not_its_result():
+    """Successive halving stops a bracket's losers at a rung's budget; while its survivors train, the cell is chosen
+    among the losers. The evidence must not call the rung the run's cap, and must say the cell is not done."""
+    from pipeline.reports.table3 import evidence
+
+    loser = run(0, 100.7, 0.0, lr=5e-3, model="lstm2", task="copy", state="pruned", stop="budget", batches=5000,
+                improving=True, train=0.0)
+    survivor = run(0, 58.5, 0.0, lr=1e-3, model="lstm2", task="copy", state="pending", batches=10100, train=0.0)
+    cell = runs(loser, survivor)
+    text = evidence(cell.iloc[0], cell)
+    assert text.startswith("stopped at its halving rung of 5,000 batches, training perplexity 100.7")
+    assert "1 of 2 runs not done yet" in text
+    done = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 200000})
+    assert "not done yet" not in evidence(done.iloc[1], done)
+    assert evidence(done.iloc[1], done).startswith("hit its cap of 200,000 batches")

@@ -254,8 +254,12 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     machine they recorded (a grid split between machines, a GPU's rows say so)."""
     if finished.empty:
         return ""
+    # A population's members (results name it) train in one process, each its wall time: each counts its share
+    members = (finished["population"].map(lambda p: len(p) if isinstance(p, list) and p else 1)
+               if "population" in finished else pd.Series(1, index=finished.index))
     finished = finished.assign(
-        seconds=finished["train_seconds"] + finished["eval_seconds"],
+        seconds=(finished["train_seconds"] + finished["eval_seconds"]) / members,
+        train_seconds=finished["train_seconds"] / members,
         # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
         workers=finished["workers"] if "workers" in finished else float("nan"),
         machine=finished["machine"].fillna("") if "machine" in finished else "")
@@ -272,12 +276,16 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     # one machine (a study beside a sweep, or two slices of a grid) each count their own workers only, so this reads
     # high there.
     wall = float((finished["seconds"] / finished["workers"]).sum()) / 3600
-    line = (f"Compute: {total:.1f} CPU-hours over the {len(finished)} finished runs (one thread each, training and "
-            f"evaluation), about {wall:.1f} h of wall time")
+    each = "one thread each" if (members == 1).all() else (
+        "one thread each; a run trained in a population counts its share of the population's time, its wall time "
+        "over its members")
+    unit = "CPU-hours" if (members == 1).all() else "hours"
+    line = (f"Compute: {total:.1f} {unit} over the {len(finished)} finished runs ({each}; training and "
+            f"evaluation), about " + (f"{wall:.1f} h" if wall >= 0.1 else f"{wall * 60:.0f} min") + " of wall time")
     if len(groups) == 1:
         line += f" with {groups[0][2]} worker(s){place(groups[0][3])}."
     else:
-        line += ": " + "; ".join(f"{hours:.1f} CPU-hours over {n} run{'' if n == 1 else 's'} with {workers} worker(s)"
+        line += ": " + "; ".join(f"{hours:.1f} {unit} over {n} run{'' if n == 1 else 's'} with {workers} worker(s)"
                           f"{place(where)}" for hours, n, workers, where in groups) + "."
     # The hours depend on the machine as much as on the profile: the training speed per architecture lets a reader
     # scale them to theirs (docs/performance.md has the speeds measured by `make bench`). Only the machine that did
@@ -288,7 +296,8 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     medians = per_batch.median()
     speeds = ", ".join(f"{DISPLAY_NAMES[model]} {medians[model]:.0f}" for model in MODELS if model in medians)
     return line + (f" Training speed {'on this machine' if len(groups) == 1 else 'on ' + (where or 'the first')}, "
-                   f"median ms a batch with {workers} run(s) side by side: {speeds}.")
+                   f"median ms a {'batch' if (members == 1).all() else 'member-batch'} with {workers} "
+                   f"{'run(s)' if (members == 1).all() else 'population(s)'} side by side: {speeds}.")
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results

@@ -169,13 +169,19 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
                       "cross-entropy beyond its noise)")
         if not selected.trend_batches:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
-        text = f"hit its cap of {int(selected.batches):,} batches, {ppl}, {trend}"
+        # a bracket's loser, stopped by successive halving at a rung, reached that rung's budget, not the run's cap
+        cap = "stopped at its halving rung of" if selected.state == "pruned" else "hit its cap of"
+        text = f"{cap} {int(selected.batches):,} batches, {ppl}, {trend}"
     start = selected.get("start_perplexity", math.nan)
     if stop in ("plateau", "budget") and not has_left_start(selected):
         text += (f" — never below {LEFT_START_RATIO:g} × its first window's {start:.4g}: it did not leave the "
                  "starting plateau, so it stopped before it learned anything, not at a solution")
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
+    unfinished = int((~cell.state.isin(DONE)).sum())
+    if unfinished:  # a halving's survivors still training: the cell so far, not where its grid ends
+        text += (f"; {unfinished} of {len(cell)} runs not done yet (selected among the done ones: the cell so far, "
+                 "not its result)")
     by_length = selected.get("test_coarse_by_length")
     if isinstance(by_length, str) and by_length:
         text += f"; test coarse by source length {by_length}"
