@@ -123,6 +123,10 @@ class TrainingConfig:
                     "checkpoint_every"):
             _positive(f"{path}.{key}", getattr(self, key))
         _positive(f"{path}.clip", self.clip)
+        if self.eval_every < self.perplexity_every:  # else the first checkpoints have no perplexity to select by
+            raise ConfigError(f"{path}.eval_every must be at least perplexity_every ({self.perplexity_every}): an "
+                              f"evaluation before the first perplexity window leaves the checkpoint it may select "
+                              f"without a training perplexity; got {self.eval_every!r}")
         if not 0 < self.rmsprop_alpha < 1:
             raise ConfigError(f"{path}.rmsprop_alpha must lie in (0, 1), got {self.rmsprop_alpha!r}")
         _positive(f"{path}.rmsprop_eps", self.rmsprop_eps)

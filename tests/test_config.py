@@ -31,6 +31,8 @@ def test_defaults_are_the_paper_settings_and_configs_run_yaml_lists_them():
     (yaml.safe_load("training: {lr: .inf}"), "training.lr must be positive and finite, got inf"),
     ({"training": {"clip_mode": "l2"}}, "training.clip_mode must be one of 'norm', 'value'; got 'l2'"),
     ({"training": {"test_eval_size": 5000}}, "training.test_eval_size must lie in [1, 1000]"),
+    ({"training": {"eval_every": 20, "perplexity_every": 100}},
+     "training.eval_every must be at least perplexity_every (100)"),  # its early checkpoints: no perplexity (NaN)
     ({"task": "sorting"}, "task must be one of copy, reversal, bigram_flip, svo_sov, gender; got 'sorting'"),
     ({"model": {"name": "gru"}}, "model.name must be one of lstm1, lstm2, lstm4, lstm8, stack, queue, deque"),
     ({"model": "stack"}, "model must be a mapping, got 'stack'"),
