@@ -223,6 +223,8 @@ def test_a_cell_whose_halving_survivors_still_train_says_it_is_not_its_result():
     text = evidence(cell.iloc[0], cell)
     assert text.startswith("stopped at its halving rung of 5,000 batches, training perplexity 100.7")
     assert "1 of 2 runs not done yet" in text
+    failed = runs(loser, survivor | {"state": "failed"})  # not one the cell waits for
+    assert "not done yet" not in evidence(failed.iloc[0], failed)
     done = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 200000})
     assert "not done yet" not in evidence(done.iloc[1], done)
     assert evidence(done.iloc[1], done).startswith("hit its cap of 200,000 batches")
