@@ -67,6 +67,7 @@ ACCURACIES = tuple(f"{split}_{grain}" for split in ("train", "test", "long") for
 
 STATES = ("finished", "pruned", "failed", "damaged", "running", "interrupted", "pending")
 DONE = ("finished", "pruned")  # nothing left to train
+TO_GO = ("interrupted", "pending")  # what a sweep trains next (with the failed ones, when asked)
 
 
 class DamagedRun(ConfigError):

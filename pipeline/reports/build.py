@@ -276,10 +276,11 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     # one machine (a study beside a sweep, or two slices of a grid) each count their own workers only, so this reads
     # high there.
     wall = float((finished["seconds"] / finished["workers"]).sum()) / 3600
-    each = "one thread each" if (members == 1).all() else (
+    single = bool((members == 1).all())  # no run trained in a population
+    each = "one thread each" if single else (
         "one thread each; a run trained in a population counts its share of the population's time, its wall time "
         "over its members")
-    unit = "CPU-hours" if (members == 1).all() else "hours"
+    unit = "CPU-hours" if single else "hours"
     line = (f"Compute: {total:.1f} {unit} over the {len(finished)} finished runs ({each}; training and "
             f"evaluation), about " + (f"{wall:.1f} h" if wall >= 0.1 else f"{wall * 60:.0f} min") + " of wall time")
     if len(groups) == 1:
@@ -296,8 +297,8 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     medians = per_batch.median()
     speeds = ", ".join(f"{DISPLAY_NAMES[model]} {medians[model]:.0f}" for model in MODELS if model in medians)
     return line + (f" Training speed {'on this machine' if len(groups) == 1 else 'on ' + (where or 'the first')}, "
-                   f"median ms a {'batch' if (members == 1).all() else 'member-batch'} with {workers} "
-                   f"{'run(s)' if (members == 1).all() else 'population(s)'} side by side: {speeds}.")
+                   f"median ms a {'batch' if single else 'member-batch'} with {workers} "
+                   f"{'run(s)' if single else 'population(s)'} side by side: {speeds}.")
 
 
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results

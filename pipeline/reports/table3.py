@@ -25,7 +25,7 @@ import pandas as pd
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash
 from pipeline.models import DISPLAY_NAMES
 from pipeline.reports.published import table3 as published_table3
-from pipeline.rundir import DamagedRun, RunDir, stop_reason
+from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
@@ -147,9 +147,6 @@ def has_left_start(run: pd.Series) -> bool:
     return pd.notna(run.get("left_start_at"))
 
 
-STILL_TRAINING = ("running", "interrupted", "pending")  # a failed or damaged run is not one the cell waits for
-
-
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
     the run's own log (``trend_batches`` each side: 1,000 for a long run, less for a short one)."""
@@ -181,7 +178,7 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
                  "starting plateau, so it stopped before it learned anything, not at a solution")
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
-    unfinished = int(cell.state.isin(STILL_TRAINING).sum())
+    unfinished = int(cell.state.isin(("running", *TO_GO)).sum())  # not a failed or damaged one
     if unfinished:  # a halving's survivors still training: the cell so far, not where its grid ends
         text += (f"; {unfinished} of {len(cell)} runs not done yet (selected among the done ones: the cell so far, "
                  "not its result)")

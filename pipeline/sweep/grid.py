@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.config import ConfigError, SweepConfig, load_yaml
-from pipeline.rundir import RunDir
+from pipeline.rundir import TO_GO, RunDir
 from pipeline.sweep.status import sweep_root, sweep_status
 
 
@@ -64,7 +64,7 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
         if status.state == "pruned" and retry_pruned:
             reopen_run(status.run_dir)
             todo.append(status.run_dir)
-        if status.state in ("pending", "interrupted") or (status.state == "failed" and retry_failed):
+        if status.state in TO_GO or (status.state == "failed" and retry_failed):
             RunDir(status.run_dir).clear_failure()
             todo.append(status.run_dir)
     return todo

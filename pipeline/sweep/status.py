@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline.config import RunConfig, SweepConfig
 from pipeline.paths import RUNS_DIR
-from pipeline.rundir import DONE, STATES, DamagedRun, RunDir
+from pipeline.rundir import DONE, STATES, TO_GO, DamagedRun, RunDir
 from pipeline.runlock import lock_owner
 
 __all__ = ["DONE", "STATES", "RunStatus", "planned_runs", "run_state", "run_status", "summary", "sweep_root",
@@ -43,7 +43,7 @@ def run_state(run_dir: Path, config: RunConfig | None = None) -> str:
 def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunStatus:
     """``active``: a worker of this very sweep was just started on it (it may not hold the lock yet)."""
     state = run_state(run_dir, config)
-    if active and state in ("pending", "interrupted"):
+    if active and state in TO_GO:
         state = "running"
     done, seconds = 0, 0.0
     try:
@@ -94,7 +94,7 @@ def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[fl
     """'12 finished, 2 running, 0 failed, 21 to go; at most ~1.4 h left' (early stops make it an upper bound);
     pruned and damaged runs are counted when there are any."""
     counts = Counter(s.state for s in statuses)
-    to_go = counts["interrupted"] + counts["pending"]
+    to_go = sum(counts[s] for s in TO_GO)
     parts = [f"{counts['finished']} finished"] + ([f"{counts['pruned']} pruned"] if counts["pruned"] else [])
     parts += [f"{counts['damaged']} damaged"] if counts["damaged"] else []
     line = ", ".join(parts + [f"{counts['running']} running", f"{counts['failed']} failed", f"{to_go} to go"])
