@@ -2,6 +2,7 @@
 by the local pool to the end, resumed to the same plan, validated before anything runs."""
 
 import math
+import sys
 
 import pytest
 import yaml
@@ -87,3 +88,37 @@ def test_two_rungs_and_a_failed_rate_that_stands_last(tmp_path):
 def test_a_bad_halving_is_refused_with_its_path(tmp_path, halving, message):
     with pytest.raises(ConfigError, match=message):
         load_sweep(halving_profile(tmp_path, halving))
+
+
+
+def test_a_decided_rung_promotes_its_winner_while_other_runs_still_train(tmp_path, monkeypatch):
+    # A run of another block holds one worker until the bracket's winner has finished its last rung (its worker
+    # process waits for that, up to a minute, then trains): a sweep that waited for the whole round before it asked
+    # halving again (as it once did) would run the winner only after that run, a minute later.
+    data = {"name": "halving", "workers": 2,
+            "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": 40},
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["copy"], "models": ["lstm1"], "hidden": [8], "lr": [1e-3]},
+                     {"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8], "lr": [3e-2, 1e-3],
+                      "halving": {"at": [20], "keep": [1]}}]}
+    path = tmp_path / "halving.yaml"
+    path.write_text(yaml.safe_dump(data))
+    runs = tmp_path / "runs"
+    worker = tmp_path / "python"
+    worker.write_text(f"""#!/bin/sh
+case "$*" in *copy-lstm1*)
+  i=0
+  until grep -qs '"batches": 40' {runs}/reversal-*/results.json || [ $i -ge 300 ]; do sleep 0.2; i=$((i+1)); done;;
+esac
+exec {sys.executable} "$@"
+""")
+    worker.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(worker))
+    said = []
+    statuses = run_local(load_sweep(path), runs, echo=said.append)
+    held = next(s for s in statuses if s.config.task == "copy")
+    winner = next(s for s in statuses if s.config.task == "reversal" and s.state == "finished")
+    assert held.state == "finished" and winner.batches_done == 40
+    ended = [line.split(": ", 1)[1] for line in said if line.startswith("  finished: ")]
+    last = len(ended) - 1 - ended[::-1].index(winner.run_dir.name)  # it also ends its rung as 'finished'
+    assert last < ended.index(held.run_dir.name), said

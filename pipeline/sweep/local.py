@@ -82,7 +82,9 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 active = {run_dir for job, _, _ in children.values() for run_dir in job}
                 echo("  " + summary(sweep_status(sweep, runs_root, active), workers, measured))
                 last_report = time.monotonic()
-            if not queue and not children:  # all done: successive halving may have promoted runs to a next rung
+            if changed and not queue and len(children) < workers:  # a worker is idle: a rung just decided may
+                # have promoted runs (a bracket does not wait for the rest of the grid); a run still training is
+                # never queued twice (replan offers each run once per budget)
                 queue = pack(replan(sweep, runs_root, only, configs, attempted), configs, population)
     except KeyboardInterrupt:  # Ctrl-C reaches the workers too (one process group); said like SIGTERM
         raise SweepStopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
