@@ -90,7 +90,6 @@ def test_a_bad_halving_is_refused_with_its_path(tmp_path, halving, message):
         load_sweep(halving_profile(tmp_path, halving))
 
 
-
 def test_a_decided_rung_promotes_its_winner_while_other_runs_still_train(tmp_path, monkeypatch):
     # A run of another block holds one worker until the bracket's winner has finished its last rung (its worker
     # process waits for that, up to a minute, then trains): a sweep that waited for the whole round before it asked
