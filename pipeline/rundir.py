@@ -141,6 +141,13 @@ class RunDir:
     def earlier_results_file(self, batches: int) -> Path:
         return self.path / f"results.{batches}.json"
 
+    def latest_earlier_results_file(self) -> Path | None:
+        """The ``results.<batches>.json`` of the most batches: what the run had reached when it was reopened to train
+        further (a halving rung it won, a raised budget); None if it never was."""
+        earlier = [(int(f.name.split(".")[1]), f) for f in self.path.glob("results.*.json")
+                   if f.name.split(".")[1].isdigit()]
+        return max(earlier)[1] if earlier else None
+
     @property
     def reopen_marker(self) -> Path:
         return self.path / REOPEN

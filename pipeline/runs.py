@@ -133,8 +133,10 @@ def _remove(folder: Path) -> None:
 
 def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> list[str]:
     """Copy every finished or pruned run of ``profile`` to ``dest/<run id>/`` without its checkpoints, after
-    drawing the test-length trace the report needs from a memory model's checkpoint. A run already archived is
-    replaced (atomically). Returns the run ids archived."""
+    drawing the test-length trace the report needs from a memory model's checkpoint; and, likewise, every run that was
+    reopened past earlier results and has not finished since (a halving rung's winner still training, or stopped):
+    its rung standing decides which of its bracket were pruned, so a checkout without it would read the pruned runs
+    as finished at their cap. A run already archived is replaced (atomically). Returns the run ids archived."""
     from pipeline.inspection import run_trace
     from pipeline.models import memory_of
     from pipeline.reports.build import TRACE_INDEX
@@ -145,7 +147,11 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
     done = []
     for run, _ in planned_runs(sweep, runs_root):
         run_dir = root / run.run_id()
-        if run_state(run_dir, run) not in DONE:
+        state = run_state(run_dir, run)
+        if state not in DONE:
+            if state != "running" and RunDir(run_dir).latest_earlier_results_file() is not None:
+                _copy_run(run_dir, Path(dest))  # its files as they are: restored, it trains again from batch 0
+                done.append(run_dir.name)
             continue
         if memory_of(run.model.name) is not None:
             run_trace(run_dir, "test", TRACE_INDEX)
@@ -198,6 +204,8 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
     for run in sweep.runs():
         archived, target = Path(source) / run.run_id(), root / run.run_id()
         marker = archived / (RESUME_FILES[0] if unfinished else RunDir(archived).results_file.name)
+        if not (unfinished or marker.is_file()):  # a run archived past a rung, not finished since
+            marker = RunDir(archived).latest_earlier_results_file() or marker
         if not marker.is_file():
             continue
         if target.exists():

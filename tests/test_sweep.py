@@ -5,6 +5,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pipeline.config import ConfigError
 from pipeline.models import DISPLAY_NAMES, MODELS
 from pipeline.reports.build import write_report
 from pipeline.reports.table3 import TABLE3_COLUMNS
+from pipeline.rundir import RunDir
 from pipeline.sweep import load_sweep, run_local, submit_slurm, sweep_status
 
 REPO = Path(__file__).resolve().parents[1]
@@ -255,6 +257,37 @@ def test_a_short_unfinished_run_is_archived_without_checkpoints_and_trained_agai
     run_local(load_sweep(long), twin, echo=lambda _: None)
     assert (fresh / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
     assert "training it again from batch 0" in (fresh / run.run_id() / "train.log").read_text()
+
+
+@pytest.mark.parametrize("population", [None, 2])
+def test_a_rung_winner_stopped_without_its_checkpoint_is_archived_and_trained_again_from_zero(tmp_path, population):
+    """A run reopened past its rung results (results.10.json: a halving rung it won) and stopped where its checkpoint
+    was not kept (a lent GPU's machine, or too short for the unfinished archive) is archived all the same, since its
+    rung standing decides which runs of its bracket were pruned; restored, or found so in place, the sweep trains it
+    again from batch 0, alone or in a population (which refused it before), to the same log as its twin."""
+    from pipeline.runs import archive_runs, restore_runs
+
+    short = profile(tmp_path, name="rung", models=("lstm1",), max_batches=10)
+    long = tmp_path / "long" / "rung.yaml"
+    long.parent.mkdir()
+    data = yaml.safe_load(short.read_text())
+    data["defaults"]["training"]["max_batches"] = 20
+    if population:
+        data["population"] = population
+    long.write_text(yaml.safe_dump(data))
+    runs, fresh, twin, finished = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin", tmp_path / "finished_runs"
+    run_local(load_sweep(short), runs, echo=lambda _: None)
+    (run,) = load_sweep(long).runs()
+    folder = RunDir(runs / run.run_id())
+    folder.archive_results()  # reopened to train on: results.json becomes results.10.json ...
+    shutil.rmtree(folder.checkpoints)  # ... and stopped where its checkpoints were not kept
+    assert archive_runs(long, finished, runs) == [run.run_id()]
+    assert (finished / run.run_id() / "results.10.json").is_file()
+    assert restore_runs(long, finished, fresh) == [run.run_id()]
+    run_local(load_sweep(long), twin, echo=lambda _: None)
+    for where in (runs, fresh):
+        assert [s.state for s in run_local(load_sweep(long), where, echo=lambda _: None)] == ["finished"]
+        assert (where / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
 
 
 def test_restoring_a_profile_never_archived_uses_its_runs_folder_as_it_is(tmp_path):

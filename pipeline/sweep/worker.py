@@ -14,7 +14,7 @@ from pipeline.sweep.status import run_state
 
 def run_one(run_dir: str | Path) -> str:
     """Train (or resume) the run in ``run_dir`` from its ``config.yaml``. Returns its state afterwards."""
-    from pipeline.training.run import RunStopped, train
+    from pipeline.training.run import RunStopped, lost_its_checkpoint, train
 
     run_dir = Path(run_dir)
     with run_lock(run_dir, patience=5.0) as lock:
@@ -34,25 +34,6 @@ def run_one(run_dir: str | Path) -> str:
     return run_state(run_dir, config)
 
 
-def lost_its_checkpoint(run_dir: Path, config) -> bool:
-    """A run whose results stop short of its budget now (a rung of successive halving, a raised budget) and whose
-    ``last.ckpt`` is gone (archived without it: ``pipeline.runs.UNFINISHED_MIN_SECONDS``) is trained again from batch
-    0: one seed and one data stream give the same run, so only the minutes are lost."""
-    from pipeline.rundir import results_cover
-
-    folder = RunDir(run_dir)
-    try:
-        results = folder.read_results()
-    except Exception:  # damaged: RunDir.check names it when training begins
-        return False
-    if results is None or results_cover(results, config) or folder.last_checkpoint.exists():
-        return False
-    print(f"{run_dir}: its results stop at {results['batches']:,} batches and its checkpoint was not kept; "
-          f"training it again from batch 0 to {config.training.max_batches:,} (the same seed and data: the same run)",
-          flush=True)
-    return True
-
-
 def run_population(run_dirs: list[str | Path], width: int | None = None) -> list[str]:
     """Train (or resume) the runs of ``run_dirs`` as one population, ``width`` at a time (:func:`~pipeline.
     training.population_run.train_population`), each from its ``config.yaml``. Returns their states afterwards. A
@@ -64,7 +45,7 @@ def run_population(run_dirs: list[str | Path], width: int | None = None) -> list
     run_dirs = [Path(d) for d in run_dirs]
     configs = [RunDir(d).read_config() for d in run_dirs]
     try:
-        train_population(configs, run_dirs, width=width)
+        train_population(configs, run_dirs, width=width, restart_lost=True)
     except RunBusy as busy:  # another process trains one of them: leave them all for the next pass
         print(busy, flush=True)
         return [run_state(d, c) for d, c in zip(run_dirs, configs)]

@@ -62,6 +62,7 @@ from pipeline.training.run import (
     continuation,
     ctrl_c_as_exception,
     final_results,
+    lost_its_checkpoint,
     read_checkpoint,
     record_commit,
     refuse_lost_progress,
@@ -337,7 +338,8 @@ def static_length() -> int:
 
 def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_dir: Path | None = None,
                      accelerator: str = "auto", static_shapes: bool | None = None,
-                     width: int | None = None, batched: bool | None = None) -> list[dict | None]:
+                     width: int | None = None, batched: bool | None = None,
+                     restart_lost: bool = False) -> list[dict | None]:
     """Train (or resume, or return the results of) the runs ``configs`` in ``run_dirs`` as one population, at most
     ``width`` of them at a time (None: all): when a member stops, it is finished (its results written) and the next
     run waiting takes its place. Returns each run's results, in order (None for a run whose training failed: its
@@ -349,7 +351,9 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
     CPU, which is bound by arithmetic, batching members buys nothing and costs their padding (``docs/training.md``).
     ``static_shapes`` (batched only; default: on a GPU) pads every step to :func:`static_length`, the shape a
     captured step needs; then no member's arithmetic depends on the others' batches, so a population killed between
-    two members' checkpoints resumes bit for bit. Without it each step is padded to its longest batch only."""
+    two members' checkpoints resumes bit for bit. Without it each step is padded to its longest batch only.
+    ``restart_lost`` (the sweep's choice) trains a member whose checkpoint is gone again from batch 0
+    (:func:`~pipeline.training.run.lost_its_checkpoint`), where it would otherwise be refused."""
     run_dirs = [Path(d) for d in run_dirs]
     check_population(configs, run_dirs)
     if width is not None and width < 1:
@@ -367,6 +371,10 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
                 raise RunBusy(f"{run_dir} is being trained by another process{f' ({owner})' if owner else ''}; "
                               "wait for it to end, or stop it first")
             claim_owner(lock)
+        if restart_lost:
+            for config, run_dir in zip(configs, run_dirs):
+                if lost_its_checkpoint(run_dir, config):
+                    RunDir(run_dir).clear()
         configure_cpu_process()
         waiting, live = [], []
         for k, (config, run_dir) in enumerate(zip(configs, run_dirs)):  # every refusal before any training

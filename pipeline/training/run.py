@@ -351,6 +351,33 @@ def refuse_lost_progress(run_dir: Path, checkpoint_every: int) -> None:
                           f"(replacing its log), pass --restart (train(..., restart=True))")
 
 
+def lost_its_checkpoint(run_dir: Path, config) -> bool:
+    """A run whose results stop short of its budget now (a rung of successive halving, a raised budget), or that was
+    reopened past such results and stopped, and whose ``last.ckpt`` is gone (archived without it:
+    ``pipeline.runs.UNFINISHED_MIN_SECONDS``; trained on a machine that kept it) is trained again from batch 0: one
+    seed and one data stream give the same run, so only the minutes are lost."""
+    folder = RunDir(run_dir)
+    try:
+        results = folder.read_results()
+    except Exception:  # damaged: RunDir.check names it when training begins
+        return False
+    if folder.last_checkpoint.exists():
+        return False
+    if results is None:  # reopened past earlier results (a rung it won), then stopped where no checkpoint was kept
+        earlier = folder.latest_earlier_results_file()
+        if earlier is None:
+            return False
+        print(f"{run_dir}: reopened after {earlier.name} and its checkpoint was not kept; training it again from "
+              f"batch 0 to {config.training.max_batches:,} (the same seed and data: the same run)", flush=True)
+        return True
+    if results_cover(results, config):
+        return False
+    print(f"{run_dir}: its results stop at {results['batches']:,} batches and its checkpoint was not kept; "
+          f"training it again from batch 0 to {config.training.max_batches:,} (the same seed and data: the same run)",
+          flush=True)
+    return True
+
+
 def record_commit(run_dir: Path) -> list[str]:
     """Append the checked-out commit to ``commits.txt`` when it differs from the last one there (a run resumed under
     other code), and return all of them: the code that trained this run."""
