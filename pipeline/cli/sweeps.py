@@ -185,7 +185,7 @@ def archive(
             typer.echo(f"restored {len(resumable)} unfinished run(s) from {unfinished}: the sweep resumes them")
     else:
         ids = archive_runs(profile, folder, runs_dir)
-        typer.echo(f"archived {len(ids)} finished or pruned run(s) to {folder}")
+        typer.echo(f"archived {len(ids)} finished or pruned run(s), or halving winners past their rung, to {folder}")
         kept, dropped = archive_unfinished_runs(profile, unfinished, runs_dir)
         if kept or dropped:
             typer.echo(f"kept {len(kept)} unfinished run(s) with their checkpoints in {unfinished} (resumable)"
