@@ -235,18 +235,27 @@ def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if
     assert not kept.exists() and not list(archive.rglob("*.ckpt"))
 
 
+def rung_profiles(tmp_path, population=None):
+    """One run's profile to 10 batches (its rung) and the same run's to 20 (the same id: the budget is not part of it),
+    the longer one trained as a population of ``population`` when given."""
+    short = profile(tmp_path, name="rung", models=("lstm1",), max_batches=10)
+    long = tmp_path / "long" / "rung.yaml"
+    long.parent.mkdir()
+    data = yaml.safe_load(short.read_text())
+    data["defaults"]["training"]["max_batches"] = 20
+    if population:
+        data["population"] = population
+    long.write_text(yaml.safe_dump(data))
+    return short, long
+
+
 def test_a_short_unfinished_run_is_archived_without_checkpoints_and_trained_again_from_zero(tmp_path):
     """Below pipeline.runs.UNFINISHED_MIN_SECONDS of training an unfinished run's checkpoints stay out of the archive
     (megabytes to save minutes); restored, its results stop short of its budget and it has no checkpoint, so the
     sweep trains it again from batch 0, which gives the run its twin trained straight through: the same log."""
     from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs
 
-    short = profile(tmp_path, name="rung", models=("lstm1",), max_batches=10)
-    long = tmp_path / "long" / "rung.yaml"
-    long.parent.mkdir()
-    data = yaml.safe_load(short.read_text())
-    data["defaults"]["training"]["max_batches"] = 20
-    long.write_text(yaml.safe_dump(data))
+    short, long = rung_profiles(tmp_path)
     runs, fresh, twin, finished = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin", tmp_path / "finished_runs"
     run_local(load_sweep(short), runs, echo=lambda _: None)
     assert archive_runs(short, finished, runs)  # finished at its rung of 10
@@ -267,14 +276,7 @@ def test_a_rung_winner_stopped_without_its_checkpoint_is_archived_and_trained_ag
     again from batch 0, alone or in a population (which refused it before), to the same log as its twin."""
     from pipeline.runs import archive_runs, restore_runs
 
-    short = profile(tmp_path, name="rung", models=("lstm1",), max_batches=10)
-    long = tmp_path / "long" / "rung.yaml"
-    long.parent.mkdir()
-    data = yaml.safe_load(short.read_text())
-    data["defaults"]["training"]["max_batches"] = 20
-    if population:
-        data["population"] = population
-    long.write_text(yaml.safe_dump(data))
+    short, long = rung_profiles(tmp_path, population)
     runs, fresh, twin, finished = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin", tmp_path / "finished_runs"
     run_local(load_sweep(short), runs, echo=lambda _: None)
     (run,) = load_sweep(long).runs()

@@ -357,24 +357,23 @@ def lost_its_checkpoint(run_dir: Path, config) -> bool:
     ``pipeline.runs.UNFINISHED_MIN_SECONDS``; trained on a machine that kept it) is trained again from batch 0: one
     seed and one data stream give the same run, so only the minutes are lost."""
     folder = RunDir(run_dir)
+    if folder.last_checkpoint.exists():
+        return False
     try:
         results = folder.read_results()
     except Exception:  # damaged: RunDir.check names it when training begins
-        return False
-    if folder.last_checkpoint.exists():
         return False
     if results is None:  # reopened past earlier results (a rung it won), then stopped where no checkpoint was kept
         earlier = folder.latest_earlier_results_file()
         if earlier is None:
             return False
-        print(f"{run_dir}: reopened after {earlier.name} and its checkpoint was not kept; training it again from "
-              f"batch 0 to {config.training.max_batches:,} (the same seed and data: the same run)", flush=True)
-        return True
-    if results_cover(results, config):
+        where = f"it was reopened after {earlier.name}"
+    elif results_cover(results, config):
         return False
-    print(f"{run_dir}: its results stop at {results['batches']:,} batches and its checkpoint was not kept; "
-          f"training it again from batch 0 to {config.training.max_batches:,} (the same seed and data: the same run)",
-          flush=True)
+    else:
+        where = f"its results stop at {results['batches']:,} batches"
+    print(f"{run_dir}: {where} and its checkpoint was not kept; training it again from batch 0 to "
+          f"{config.training.max_batches:,} (the same seed and data: the same run)", flush=True)
     return True
 
 
