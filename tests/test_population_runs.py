@@ -242,6 +242,11 @@ def test_every_member_is_its_own_wandb_run(tmp_path):
                for task, seed in (("copy", 1), ("reversal", 2))]
     dirs = [tmp_path / c.run_id() for c in configs]
     train_population(configs, dirs)
+    # A finished run's log is closed by wandb's service after ``finish()`` returns (the finish is a message, not a
+    # wait), so read it only once the service has shut down: what a process exit does for the sweep's workers.
+    import wandb
+
+    wandb.teardown()
     for config, run_dir in zip(configs, dirs):
         (log,) = run_dir.glob("wandb/offline-run-*/*.wandb")
         assert log.name == f"run-{wandb_run_id(config, run_dir)}.wandb"
