@@ -36,6 +36,10 @@ class ConfigError(ValueError):
 MAX_WIDTH = 8_192  # 16x the paper's largest; an 8-layer LSTM that wide is already ~8 GB of weights and state
 MAX_SEED = 2**32 - 1
 
+# A start bias (ModelConfig.push_bias and the DeQue's bottom biases) left at this takes its model's own start.
+MODEL_START = "default"
+START_BIASES = ("push_bias", "bottom_push_bias", "bottom_pop_bias")
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # The configs.
@@ -58,17 +62,30 @@ class ModelConfig:
     target_inputs: Literal["separate", "shared"] = "separate"
     # Width of o = tanh(W_o h + b_o) before the output embedding; None: the embedding size (§3.4, Table 2).
     readout_width: int | None = None
-    # Initial push bias of every end. The paper states none; +1 (d starts near 0.73, against the pop's ~0.27) so
-    # that the controller does not start by favouring pop over push, appendix B's failure mode: on 16 seeds nobody
-    # tuned on, the Stack learned reversal on 16 (8 with None) and the Queue copy faster (docs/recipe.md §6).
-    # None keeps PyTorch's initialisation (about 0, so d starts near 0.5): the default until issue 37, which the
-    # cpu and recipe profiles pin so that their archived runs keep their ids. For the DeQue the bottom end's push
-    # and pop biases when they differ from the top's (None: as the top's). A DeQue whose two ends start
-    # alike must break their symmetry before it can act as a queue (docs/recipe.md): a documented deviation.
-    # Models without a bottom end ignore the bottom biases (so that a profile can set them for every model).
-    push_bias: float | None = 1.0
-    bottom_push_bias: float | None = None
-    bottom_pop_bias: float | None = None
+    # The memory's start: the initial biases of its push signals (and, for the DeQue, of its bottom end's pop) that
+    # decide what the controller first does with the memory (appendix B's failure mode: a controller that starts by
+    # popping more than it pushes uses the memory as an extra recurrent layer). The paper states none. "default"
+    # takes the model's own start (its registry entry's ``start``, pipeline/models/__init__.py), measured on 16 seeds
+    # nobody tuned on (docs/recipe.md §7): the Stack and the Queue push at +1 (d starts near 0.73, against the pop's
+    # ~0.27); the DeQue's top end keeps nn.Linear's initialisation and its bottom end starts all but still (push and
+    # pop at -4), a documented deviation. A number sets the bias; null keeps nn.Linear's initialisation (about 0, so
+    # d starts near 0.5), the Stack's and Queue's start until issue 37, which the cpu and recipe profiles pin so that
+    # their archived runs keep their ids. The bottom biases are the DeQue's bottom end's (null: as the top's); models
+    # without a bottom end ignore them. "default" is resolved where a run becomes concrete (:meth:`resolved`): its
+    # id, its stored config.yaml and the model built, so a stored run never changes meaning with a later default.
+    push_bias: float | None | Literal["default"] = MODEL_START
+    bottom_push_bias: float | None | Literal["default"] = MODEL_START
+    bottom_pop_bias: float | None | Literal["default"] = MODEL_START
+
+    def resolved(self) -> ModelConfig:
+        """This config with every start bias left at "default" set to its model's own start."""
+        from pipeline.models import MODELS
+
+        entry = MODELS.get(self.name)
+        if entry is None:  # validation names the unknown model; nothing to resolve it against
+            return self
+        changes = {key: entry.start[key] for key in START_BIASES if getattr(self, key) == MODEL_START}
+        return dataclasses.replace(self, **changes) if changes else self
 
     def validate(self, path: str) -> None:
         _choice(f"{path}.name", self.name, MODEL_NAMES)
@@ -195,10 +212,15 @@ class RunConfig:
 
         training = {k: v for k, v in to_dict(self.training).items()
                     if k != "max_batches" and not (k in LATER_TRAINING_KEYS and v == LATER_TRAINING_KEYS[k])}
-        identity = {"task": self.task, "model": to_dict(self.model), "training": training}
+        identity = {"task": self.task, "model": to_dict(self.model.resolved()), "training": training}
         if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
             identity["length_distribution"] = self.length_distribution
         return identity
+
+    def resolved(self) -> RunConfig:
+        """This config with its model's start biases resolved (:meth:`ModelConfig.resolved`): what a run stores."""
+        model = self.model.resolved()
+        return self if model is self.model else dataclasses.replace(self, model=model)
 
     def run_id(self) -> str:
         """A readable id plus a hash of :meth:`identity`."""
@@ -217,12 +239,12 @@ LEGACY_LENGTH_DISTRIBUTION = "grammar"
 def stored_run_config(data: Any, path: str = "") -> RunConfig:
     """A run config as a run directory (or a checkpoint) stores it. One written before ``length_distribution``
     existed reads as :data:`LEGACY_LENGTH_DISTRIBUTION`, the lengths that run was trained on; one written before
-    ``model.push_bias`` existed, as push bias None (``nn.Linear``'s initialisation, what that run had: the default is
-    +1 since)."""
+    ``model.push_bias`` (or the bottom biases) existed, as that bias None (``nn.Linear``'s initialisation, and the
+    bottom end as the top: what that run had, where the default is now the model's own start)."""
     if isinstance(data, dict) and "length_distribution" not in data:
         data = {**data, "length_distribution": LEGACY_LENGTH_DISTRIBUTION}
-    if isinstance(data, dict) and isinstance(data.get("model"), dict) and "push_bias" not in data["model"]:
-        data = {**data, "model": {**data["model"], "push_bias": None}}
+    if isinstance(data, dict) and isinstance(data.get("model"), dict):
+        data = {**data, "model": {**{key: None for key in START_BIASES}, **data["model"]}}
     return from_dict(RunConfig, data, path)
 
 
@@ -515,8 +537,19 @@ def _build(tp: Any, value: Any, path: str):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _build(inner, value, path)
+        # At most one type besides None and named choices (float | None | Literal["default"]): a choice first.
+        choices = [c for a in args if typing.get_origin(a) is Literal for c in typing.get_args(a)]
+        if value in choices and not isinstance(value, bool):
+            return value
+        (inner,) = [a for a in args if a is not type(None) and typing.get_origin(a) is not Literal]
+        try:
+            return _build(inner, value, path)
+        except ConfigError:
+            if not choices:
+                raise
+            allowed = ["a number" if inner is float else f"a {inner.__name__}"] + (["null"] * (type(None) in args))
+            raise ConfigError(f"{path} must be {', '.join(allowed)} or one of {', '.join(map(repr, choices))}; got "
+                              f"{_describe(value)}") from None
     if origin in (tuple, list):
         (inner, *_rest) = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):

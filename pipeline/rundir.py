@@ -158,7 +158,8 @@ class RunDir:
 
     # ------------------------------------------------------------------------------------------ writers
     def write_config(self, config: RunConfig) -> None:
-        atomic_write_text(self.config_file, yaml.safe_dump(to_dict(config), sort_keys=False))
+        """Store ``config`` as the run's, its model's start resolved: a later default never changes what it means."""
+        atomic_write_text(self.config_file, yaml.safe_dump(to_dict(config.resolved()), sort_keys=False))
 
     def archive_results(self) -> None:
         """Keep the results as ``results.<batches>.json``: the run is to train further (extended or reopened)."""

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, RunConfig, from_dict, load_yaml, resolve_run_config, to_dict
+from pipeline.config import ConfigError, ModelConfig, RunConfig, from_dict, load_yaml, resolve_run_config, to_dict
 from pipeline.paths import CONFIG_DIR
 
 
@@ -129,7 +129,53 @@ def test_a_binary_or_empty_config_and_a_huge_sample_are_refused_in_one_line(tmp_
 def test_a_stored_config_from_before_the_push_bias_existed_reads_as_what_it_trained_with():
     from pipeline.config import stored_run_config
 
-    stored = to_dict(RunConfig())
-    del stored["model"]["push_bias"]
-    assert stored_run_config(stored).model.push_bias is None  # nn.Linear's initialisation, the old default
-    assert RunConfig().model.push_bias == 1.0  # the default since issue 37
+    stored = to_dict(RunConfig(model=ModelConfig(name="deque")).resolved())
+    for key in ("push_bias", "bottom_push_bias", "bottom_pop_bias"):
+        del stored["model"][key]
+    model = stored_run_config(stored).model  # nn.Linear's initialisation, the bottom end as the top: the old start
+    assert (model.push_bias, model.bottom_push_bias, model.bottom_pop_bias) == (None, None, None)
+
+
+def test_a_start_left_at_default_is_the_models_own_and_is_resolved_where_a_run_becomes_concrete(tmp_path):
+    from pipeline.rundir import RunDir
+
+    assert RunConfig().model.push_bias == "default"
+    stack, deque = RunConfig(), RunConfig(model=ModelConfig(name="deque"))
+    assert stack.resolved().model.push_bias == 1.0 and stack.resolved().model.bottom_push_bias is None
+    start = deque.resolved().model
+    assert (start.push_bias, start.bottom_push_bias, start.bottom_pop_bias) == (None, -4.0, -4.0)
+    # "default" and the start it stands for are one run; a bias that is set is kept, at either end
+    explicit = RunConfig(model=ModelConfig(name="deque", push_bias=None, bottom_push_bias=-4.0, bottom_pop_bias=-4.0))
+    assert deque.run_id() == explicit.run_id()
+    assert RunConfig(model=ModelConfig(name="deque", push_bias=1.0)).resolved().model.bottom_pop_bias == -4.0
+    assert RunConfig(model=ModelConfig(name="deque", push_bias=1.0)).run_id() != deque.run_id()
+    # the model is named after the defaults are merged: --model deque on a file that names no start gets the DeQue's
+    config = tmp_path / "run.yaml"
+    config.write_text("model: {hidden: 16}\n")
+    via_cli = resolve_run_config(config, model="deque")
+    assert via_cli.model.hidden == 16 and via_cli.resolved().model.bottom_push_bias == -4.0
+    # a run stores its start resolved, so a later default never changes what a stored run means
+    folder = RunDir(tmp_path / "run")
+    folder.path.mkdir()
+    folder.write_config(deque)
+    assert yaml.safe_load(folder.config_file.read_text())["model"]["bottom_pop_bias"] == -4.0
+    assert folder.read_config().identity() == deque.identity()
+    assert from_dict(RunConfig, {"model": {"push_bias": "default"}}).model.push_bias == "default"
+    assert from_dict(RunConfig, {"model": {"push_bias": "1e-1"}}).model.push_bias == 0.1
+    with pytest.raises(ConfigError, match="model.bottom_pop_bias must be a number, null or one of 'default'; got "
+                                          "'defualt' \\(str\\)"):
+        from_dict(RunConfig, {"model": {"bottom_pop_bias": "defualt"}})
+
+
+def test_each_experiment_config_is_its_archived_run():
+    """configs/experiments/X.yaml continues the run archived in reports/experiments/X: a changed default must not
+    make it another run (it did: the push bias's default of +1 once turned every one of them into a new run)."""
+    from pipeline.config import stored_run_config
+
+    archived = sorted((CONFIG_DIR.parent / "reports" / "experiments").glob("*/config.yaml"))
+    assert archived
+    for stored in archived:
+        config = CONFIG_DIR / "experiments" / f"{stored.parent.name}.yaml"
+        if config.exists():
+            assert resolve_run_config(config).identity() == stored_run_config(yaml.safe_load(stored.read_text())
+                                                                               ).identity(), config.name

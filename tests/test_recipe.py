@@ -70,12 +70,19 @@ def test_end_biases_of_the_deque():
     biased = build_model(ModelConfig(name="deque", hidden=8, memory_width=4, bottom_push_bias=-2.0, pop_bias=-2.0,
                                      bottom_pop_bias=-0.5), 20, 10)
     # bias layout [d_top, d_bottom, u_top, u_bottom, v ...]
-    assert plain.signals.bias[2:4].tolist() == [-1.0, -1.0]
+    # The DeQue's own start (issue 37): the top's push at nn.Linear's U(-1/sqrt(8), 1/sqrt(8)), its pop at the pop
+    # bias; the bottom end all but still, push and pop at -4.
+    assert plain.signals.bias[1:4].tolist() == [-4.0, -1.0, -4.0]
+    assert abs(plain.signals.bias[0].item()) <= 8 ** -0.5
     assert biased.signals.bias[1:4].tolist() == [-2.0, -2.0, -0.5]
-    assert plain.signals.bias[:2].tolist() == [1.0, 1.0]  # the default push bias, +1 at every end (issue 37)
-    assert biased.signals.bias[0] == 1.0
+    assert biased.signals.bias[0] == plain.signals.bias[0]  # the top's push left at the DeQue's start
     pushed = build_model(ModelConfig(name="deque", hidden=8, memory_width=4, push_bias=1.5), 20, 10)
-    assert pushed.signals.bias[:2].tolist() == [1.5, 1.5]
+    assert pushed.signals.bias[:4].tolist() == [1.5, -4.0, -1.0, -4.0]  # a set bias replaces its end's start only
+    alike = build_model(ModelConfig(name="deque", hidden=8, memory_width=4, push_bias=1.5, bottom_push_bias=None,
+                                    bottom_pop_bias=None), 20, 10)
+    assert alike.signals.bias[:4].tolist() == [1.5, 1.5, -1.0, -1.0]  # null at the bottom: as the top's
+    stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4), 20, 10)
+    assert stack.signals.bias[:2].tolist() == [1.0, -1.0]  # the Stack's start: push +1, pop -1 (issue 37)
     linear = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, push_bias=None), 20, 10)
     assert abs(linear.signals.bias[0].item()) <= 8 ** -0.5  # None: nn.Linear's own U(-1/sqrt(8), 1/sqrt(8))
     # one-ended memories have no bottom: the bottom biases are ignored, the rest is unchanged

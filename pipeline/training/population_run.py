@@ -355,6 +355,7 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
     ``restart_lost`` (the sweep's choice) trains a member whose checkpoint is gone again from batch 0
     (:func:`~pipeline.training.run.lost_its_checkpoint`), where it would otherwise be refused."""
     run_dirs = [Path(d) for d in run_dirs]
+    configs = [config.resolved() for config in configs]  # as train() does: the models' starts as this code defines
     check_population(configs, run_dirs)
     if width is not None and width < 1:
         raise ConfigError(f"a population's width must be at least 1, got {width!r}")

@@ -176,6 +176,7 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     Only one process trains a run directory: this takes its lock (:mod:`pipeline.runlock`) and raises
     :class:`RunBusy` when another process holds it; ``locked`` says the caller (a sweep worker) holds it already."""
     config.validate()
+    config = config.resolved()  # the model's start as this code defines it, in the checkpoints and results too
     resolve_device(accelerator)  # an unknown accelerator, or cuda where there is none: refused before any work
     run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
     if locked:
