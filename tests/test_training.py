@@ -46,7 +46,8 @@ def test_every_model_learns_on_the_real_training_loop(model, tmp_path, cache_dir
     assert "GPU" not in results["machine"]  # trained on the CPU (tests/test_cuda.py: a GPU run names its GPU)
     assert (run_dir / "checkpoints" / "best.ckpt").is_file() and (run_dir / "accuracy_by_length.csv").is_file()
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-    assert saved == to_dict(tiny_config(model))
+    assert saved == to_dict(tiny_config(model).resolved())  # the model's start as numbers, never "default"
+    assert "default" not in saved["model"].values()
 
 
 def test_a_finished_run_is_not_trained_again(tmp_path, cache_dir):
