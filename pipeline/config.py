@@ -20,10 +20,11 @@ from typing import Any, Literal
 import yaml
 
 from pipeline.files import parse_yaml
-from pipeline.registry import LazyNames  # no torch here: the model registry is imported when first read
+from pipeline.registry import LazyField, LazyNames  # no torch here: the model registry is imported when first read
 
 # The registered architectures (pipeline.models.MODELS), read live: a model registered later is valid too.
 MODEL_NAMES = LazyNames("pipeline.models", "MODELS")
+MODEL_STARTS = LazyField("pipeline.models", "MODELS", "start")  # each one's start (ModelConfig.resolved)
 
 
 class ConfigError(ValueError):
@@ -79,12 +80,10 @@ class ModelConfig:
 
     def resolved(self) -> ModelConfig:
         """This config with every start bias left at "default" set to its model's own start."""
-        from pipeline.models import MODELS
-
-        entry = MODELS.get(self.name)
-        if entry is None:  # validation names the unknown model; nothing to resolve it against
+        start = MODEL_STARTS.get(self.name)
+        if start is None:  # validation names the unknown model; nothing to resolve it against
             return self
-        changes = {key: entry.start[key] for key in START_BIASES if getattr(self, key) == MODEL_START}
+        changes = {key: start[key] for key in START_BIASES if getattr(self, key) == MODEL_START}
         return dataclasses.replace(self, **changes) if changes else self
 
     def validate(self, path: str) -> None:

@@ -63,6 +63,19 @@ class Field(Mapping):
         return len(self._registry)
 
 
+class LazyField(Field):
+    """:class:`Field` of a registry found at ``module.attribute``, imported on first use (so that a module the
+    registry's own module imports can read it without an import cycle)."""
+
+    def __init__(self, module: str, attribute: str, field: str) -> None:
+        self._where, self._field = (module, attribute), field
+
+    @property
+    def _registry(self) -> dict:
+        module, attribute = self._where
+        return getattr(importlib.import_module(module), attribute)
+
+
 def register(registry: dict, entry, kind: str, unique: tuple[str, ...] = ()):
     """Add ``entry`` (with a ``name``) to ``registry``, refusing a name, or a value of a ``unique`` field, already
     taken."""

@@ -186,7 +186,7 @@ def test_run_ids_made_before_the_setting_existed_are_kept():
         # the keys a config had then: none of LATER_TRAINING_KEYS (added since, left out at their old value)
         training = {k: v for k, v in to_dict(config.training).items()
                     if k != "max_batches" and k not in LATER_TRAINING_KEYS}
-        old = {"task": config.task, "model": to_dict(config.model), "training": training}
+        old = {"task": config.task, "model": to_dict(config.model.resolved()), "training": training}
         return config_hash(old)
 
     itg_grammar = RunConfig(task="svo_sov", length_distribution="grammar")
