@@ -3,7 +3,8 @@
 Tasks (:data:`pipeline.tasks.TASKS`) and models (:data:`pipeline.models.MODELS`) are registries whose entries
 carry everything about the thing: adding one is one ``register_*`` call. Code that needs the names (config
 validation, the CLI's choices, reports) reads them through these views, so a newly registered entry is known
-everywhere at once, and :class:`LazyNames` lets ``pipeline.config`` name models without importing torch.
+everywhere at once, and :class:`LazyNames` and :class:`LazyField` let ``pipeline.config`` read models without
+importing torch.
 """
 
 from __future__ import annotations
@@ -36,15 +37,23 @@ class Names(Sequence):
     __hash__ = None
 
 
-class LazyNames(Names):
+class _ImportedRegistry:
+    """The registry of a view, found at ``module.attribute`` (``_where``) and imported on first use: so that a module
+    the registry's own module imports can read it without an import cycle (and without importing torch early)."""
+
+    _where: tuple[str, str]
+
+    @property
+    def _registry(self) -> dict:
+        module, attribute = self._where
+        return getattr(importlib.import_module(module), attribute)
+
+
+class LazyNames(_ImportedRegistry, Names):
     """:class:`Names` of a registry found at ``module.attribute``, imported on first use."""
 
     def __init__(self, module: str, attribute: str) -> None:
         self._where = (module, attribute)
-
-    def _keys(self) -> tuple[str, ...]:
-        module, attribute = self._where
-        return tuple(getattr(importlib.import_module(module), attribute))
 
 
 class Field(Mapping):
@@ -63,17 +72,11 @@ class Field(Mapping):
         return len(self._registry)
 
 
-class LazyField(Field):
-    """:class:`Field` of a registry found at ``module.attribute``, imported on first use (so that a module the
-    registry's own module imports can read it without an import cycle)."""
+class LazyField(_ImportedRegistry, Field):
+    """:class:`Field` of a registry found at ``module.attribute``, imported on first use."""
 
     def __init__(self, module: str, attribute: str, field: str) -> None:
         self._where, self._field = (module, attribute), field
-
-    @property
-    def _registry(self) -> dict:
-        module, attribute = self._where
-        return getattr(importlib.import_module(module), attribute)
 
 
 def register(registry: dict, entry, kind: str, unique: tuple[str, ...] = ()):
