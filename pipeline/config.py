@@ -77,6 +77,10 @@ class ModelConfig:
     push_bias: float | None | Literal["default"] = MODEL_START
     bottom_push_bias: float | None | Literal["default"] = MODEL_START
     bottom_pop_bias: float | None | Literal["default"] = MODEL_START
+    # The DeQue's bottom read as the controller first hears it: its input weights start scaled by this (0: unheard
+    # until training makes the controller listen). null keeps nn.LSTMCell's initialisation; models with one read
+    # ignore it. A probe of issue 37 (docs/recipe.md §7): whether the bottom read pulls the DeQue off reversal's turn.
+    bottom_read_gain: float | None = None
 
     def resolved(self) -> ModelConfig:
         """This config with every start bias left at "default" set to its model's own start."""
@@ -91,6 +95,9 @@ class ModelConfig:
         for key in ("hidden", "memory_width", "embedding"):
             _positive(f"{path}.{key}", getattr(self, key))
             _at_most(f"{path}.{key}", getattr(self, key), MAX_WIDTH)
+        if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
+            raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
+                              f"null, got {self.bottom_read_gain!r}")
         if self.readout_width is not None:
             _positive(f"{path}.readout_width", self.readout_width)
             _at_most(f"{path}.readout_width", self.readout_width, MAX_WIDTH)
@@ -206,12 +213,14 @@ class RunConfig:
 
         ``length_distribution`` is part of it only where it changes the data, and not at "grammar", the lengths
         every run made before the setting existed was trained on: so those runs keep their ids; likewise the
-        training keys of :data:`LATER_TRAINING_KEYS` at their earlier value."""
+        training and model keys of :data:`LATER_TRAINING_KEYS` and :data:`LATER_MODEL_KEYS` at their earlier value."""
         from pipeline.tasks import has_length_choice
 
         training = {k: v for k, v in to_dict(self.training).items()
                     if k != "max_batches" and not (k in LATER_TRAINING_KEYS and v == LATER_TRAINING_KEYS[k])}
-        identity = {"task": self.task, "model": to_dict(self.model.resolved()), "training": training}
+        model = {k: v for k, v in to_dict(self.model.resolved()).items()
+                 if not (k in LATER_MODEL_KEYS and v == LATER_MODEL_KEYS[k])}
+        identity = {"task": self.task, "model": model, "training": training}
         if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
             identity["length_distribution"] = self.length_distribution
         return identity
@@ -227,9 +236,10 @@ class RunConfig:
         return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{config_hash(self.identity())}"
 
 
-# Training keys added after runs were archived, with the value every earlier run had: a run at that value keeps the
+# Training and model keys added after runs were archived, with the value every earlier run had: a run at that value keeps the
 # id it had before the key existed (so archived runs and the profiles that list them still match).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
+LATER_MODEL_KEYS = {"bottom_read_gain": None}
 
 # What a stored run config without ``length_distribution`` was trained on: the key came with the uniform reading.
 LEGACY_LENGTH_DISTRIBUTION = "grammar"

@@ -91,6 +91,33 @@ def test_end_biases_of_the_deque():
     assert stack.signals.bias[1] == -1.0
 
 
+def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
+    # controller input [i_t (embedding 6); r_top (4); r_bottom (4)]
+    config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
+    torch.manual_seed(0)
+    plain = build_model(ModelConfig(**config), 20, 10)
+    torch.manual_seed(0)
+    unheard = build_model(ModelConfig(**config, bottom_read_gain=0.0), 20, 10)
+    torch.manual_seed(0)
+    halved = build_model(ModelConfig(**config, bottom_read_gain=0.5), 20, 10)
+    w, w0, w_half = (m.controller.weight_ih for m in (plain, unheard, halved))
+    assert torch.count_nonzero(w0[:, 10:14]) == 0 and torch.count_nonzero(w[:, 10:14]) > 0
+    assert torch.equal(w0[:, :10], w[:, :10]) and torch.allclose(w_half[:, 10:14], 0.5 * w[:, 10:14])
+    # nothing else moves: the same seed gives the same network otherwise (a paired comparison)
+    others = {k: v for k, v in plain.state_dict().items() if k != "controller.weight_ih"}
+    assert all(torch.equal(v, unheard.state_dict()[k]) for k, v in others.items())
+    # a one-read memory ignores it; null and the key's absence name the same run (its id as before the key existed)
+    torch.manual_seed(0)
+    stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, bottom_read_gain=0.0), 20, 10)
+    assert torch.count_nonzero(stack.controller.weight_ih[:, -4:]) > 0
+    assert "bottom_read_gain" not in RunConfig().identity()["model"]
+    assert RunConfig(model=ModelConfig(name="deque", bottom_read_gain=0.0)).run_id() != RunConfig(
+        model=ModelConfig(name="deque")).run_id()
+    for bad in (-0.5, 2.0):
+        with pytest.raises(ConfigError, match=f"model.bottom_read_gain must lie in \\[0, 1\\].*got {bad}"):
+            from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_gain": bad}})
+
+
 def test_early_stop_threshold_is_validated():
     assert TrainingConfig().early_stop_coarse == 1.0
     for bad in (0.0, 1.5):

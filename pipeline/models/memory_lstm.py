@@ -60,6 +60,7 @@ class MemoryLSTM(TransductionModel):
         push_bias: float | None = None,
         bottom_push_bias: float | None = None,
         bottom_pop_bias: float | None = None,
+        bottom_read_gain: float | None = None,
     ) -> None:
         super().__init__(input_size, output_size, hidden, embedding, readout_width)
         if not isinstance(memory, MemoryKind):
@@ -83,6 +84,13 @@ class MemoryLSTM(TransductionModel):
                 index = memory.bias_index(signal, "bottom")
                 if value is not None and index is not None:
                     self.signals.bias[index] = value
+            # The controller's input is [i_t; r_top; r_bottom]: scaling the bottom read's input weights sets how
+            # loudly the controller first hears the DeQue's bottom end (0: not at all, until training makes it
+            # listen; the gradient of those weights is the read itself, so it can). None leaves nn.LSTMCell's
+            # initialisation; a memory with one read ignores it.
+            if bottom_read_gain is not None and memory.reads > 1:
+                first = embedding + memory_width
+                self.controller.weight_ih[:, first : first + memory_width].mul_(bottom_read_gain)
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
 
