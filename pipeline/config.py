@@ -236,8 +236,8 @@ class RunConfig:
         return f"{self.task}-{m.name}-h{m.hidden}-lr{t.lr:g}-s{t.seed}-{config_hash(self.identity())}"
 
 
-# Training and model keys added after runs were archived, with the value every earlier run had: a run at that value keeps the
-# id it had before the key existed (so archived runs and the profiles that list them still match).
+# Training and model keys added after runs were archived, with the value every earlier run had: a run at that value
+# keeps the id it had before the key existed (so archived runs and the profiles that list them still match).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
 LATER_MODEL_KEYS = {"bottom_read_gain": None}
 
