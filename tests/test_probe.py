@@ -232,7 +232,8 @@ def test_a_garbage_run_file_is_named_in_one_line_and_the_other_runs_are_still_li
     assert result.exit_code == 2 and what in flat(result.stderr) and "Traceback" not in result.output
 
 
-def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures_go(runs_copy, tmp_path):
+def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures_go(runs_copy, finished_profile,
+                                                                                   tmp_path):
     import shutil
 
     from pipeline.reports.build import ReportRefused, write_report
@@ -254,6 +255,20 @@ def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures
     assert all(p.read_bytes() == data for p, data in committed.items())  # the report there is untouched
     write_report(sweep, path, runs, out, command="pytest", force=True)
     assert not (out / "convergence_copy.png").exists()  # never left behind by a newer report
+
+    # A profile whose grid shrank (a cell's runs replaced by fewer), every run of it done: nothing was lost, so no
+    # --force. Here the two-run report stands, and the profile keeps only the run still in the folder.
+    again = tmp_path / "again"
+    write_report(sweep, path, finished_profile[1], again, command="pytest")
+    data = yaml.safe_load(path.read_text())
+    data["grid"][0]["models"] = [sorted(runs.iterdir())[0].name.split("-")[1]]
+    shrunk_path = tmp_path / "shrunk" / path.name
+    shrunk_path.parent.mkdir()
+    shrunk_path.write_text(yaml.safe_dump(data))
+    shrunk = load_sweep(shrunk_path)
+    assert len(shrunk.runs()) == 1
+    write_report(shrunk, shrunk_path, runs, again, command="pytest")
+    assert len((again / "all_runs.csv").read_text().splitlines()) == 2  # its header and the one run
 
 
 def test_a_report_regenerated_with_or_without_force_is_the_same_bytes(runs_copy, tmp_path):

@@ -41,7 +41,8 @@ def report(
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the folder the "
                                                  "profile's reports: key names)."),
     force: bool = typer.Option(False, "--force", help="Write the report even from no done runs, or from fewer than "
-                                                      "the report already there counted."),
+                                                      "the report already there counted while some of the "
+                                                      "profile's runs are not done."),
 ) -> None:
     """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
     from pipeline.reports.build import write_report

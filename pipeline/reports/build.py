@@ -377,7 +377,8 @@ def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str
 
 def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Path, force: bool) -> None:
     """See :func:`write_report`: damaged runs refuse a report; so do zero done runs, or fewer than the existing
-    report's ``all_runs.csv`` counted, unless ``force``."""
+    report's ``all_runs.csv`` counted while some of the grid's runs are not done (a runs folder lost or mistyped),
+    unless ``force``. A profile whose grid shrank, every run of it done, reports without ``force``."""
     check_kind(out_dir, "profile")
     damaged = [RunDir(s.run_dir).damage() for s in statuses if s.state == "damaged"]
     if damaged:
@@ -391,7 +392,7 @@ def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Pat
             before = int(pd.read_csv(out_dir / "all_runs.csv").state.isin(DONE).sum())
         except (ValueError, AttributeError, pd.errors.ParserError):
             before = 0
-    if not force and (done == 0 or done < before):
+    if not force and (done == 0 or before > done < len(statuses)):
         raise ReportRefused(f"{done} done run(s) in {root}, where the report in {out_dir} counted {before}: "
                             "is the runs folder right? `transduce archive " + str(config_file) + " --restore` "
                             "brings back the committed runs (or `make report`); --force writes the report anyway")
@@ -406,7 +407,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
 
     Refused before anything is written (:class:`ReportRefused`): when a run's files are damaged (its cell would
     change silently), and, unless ``force``, when no run is done or fewer are than the report already there counted
-    (a mistyped runs folder would otherwise overwrite a committed report). Figures the new report does not draw are
+    while some of the grid's are not (a mistyped runs folder would otherwise overwrite a committed report; a grid
+    that shrank, every run of it done, is not refused). Figures the new report does not draw are
     removed, so none is left behind from an older report."""
     from pipeline.paths import REPORTS_DIR
 
