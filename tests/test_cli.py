@@ -124,3 +124,19 @@ def test_a_file_where_a_folder_should_be_is_one_line_not_a_traceback(tmp_path, m
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(blocker))
     result = runner.invoke(app, ["generate", "copy"])
     assert result.exit_code == 2 and str(blocker) in result.stderr and "Traceback" not in result.output
+
+
+def test_output_cut_short_by_its_reader_stops_quietly_not_as_a_folder_error():
+    """`transduce ... | head`: once the reader has gone, the command stops with SIGPIPE's status and says nothing
+    (a broken pipe is an OSError, which the error boundary once reported as a folder that could not be written)."""
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "sample", "copy", "-n", "20000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    assert process.stdout.readline().startswith(b'{"source": [')
+    process.stdout.close()  # the reader goes away, as `head -1` does
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 128 + signal.SIGPIPE
+    assert stderr == "", stderr

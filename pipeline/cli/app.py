@@ -6,6 +6,9 @@ is allowed, never a traceback."""
 from __future__ import annotations
 
 import math
+import os
+import signal
+import sys
 from enum import Enum
 from pathlib import Path
 
@@ -36,6 +39,15 @@ class Commands(TyperGroup):
             return super().invoke(ctx)
         except ConfigError as error:
             fail(error)
+        except BrokenPipeError:
+            # The reader of standard output went away (`transduce ... | head`): no filesystem problem to report. Stop
+            # quietly with the status of a process killed by SIGPIPE, as a Unix tool does, and point standard output
+            # at /dev/null so that the interpreter's final flush does not fail again (Python's "Note on SIGPIPE").
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except (OSError, ValueError):  # standard output that is no file (a test's capture)
+                pass
+            raise SystemExit(128 + signal.SIGPIPE) from None
         except OSError as error:
             where = f" ({error.filename})" if error.filename else ""
             fail(OSErrorLine(f"{error.strerror or error}{where}: check that the folder exists, is a folder and is "
