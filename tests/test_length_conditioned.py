@@ -11,7 +11,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from pipeline.config import LATER_TRAINING_KEYS, RunConfig, config_hash, stored_run_config, to_dict
+from pipeline.config import LATER_MODEL_KEYS, LATER_TRAINING_KEYS, RunConfig, config_hash, stored_run_config, to_dict
 from pipeline.tasks import SPLITS, get_task
 from pipeline.tasks.grammar import Grammar, _uniforms
 
@@ -183,10 +183,12 @@ def test_run_ids_made_before_the_setting_existed_are_kept():
     """A run id hashes the config's identity; runs trained on the grammar's lengths before the setting existed,
     and every synthetic-task run, keep theirs, and a stored config without the key reads as the grammar's."""
     def old_id(config: RunConfig) -> str:
-        # the keys a config had then: none of LATER_TRAINING_KEYS (added since, left out at their old value)
+        # the keys a config had then: none of LATER_TRAINING_KEYS or LATER_MODEL_KEYS (added since, left out at
+        # their old value)
         training = {k: v for k, v in to_dict(config.training).items()
                     if k != "max_batches" and k not in LATER_TRAINING_KEYS}
-        old = {"task": config.task, "model": to_dict(config.model.resolved()), "training": training}
+        model = {k: v for k, v in to_dict(config.model.resolved()).items() if k not in LATER_MODEL_KEYS}
+        old = {"task": config.task, "model": model, "training": training}
         return config_hash(old)
 
     itg_grammar = RunConfig(task="svo_sov", length_distribution="grammar")
