@@ -216,10 +216,9 @@ class RunConfig:
         training and model keys of :data:`LATER_TRAINING_KEYS` and :data:`LATER_MODEL_KEYS` at their earlier value."""
         from pipeline.tasks import has_length_choice
 
-        training = {k: v for k, v in to_dict(self.training).items()
-                    if k != "max_batches" and not (k in LATER_TRAINING_KEYS and v == LATER_TRAINING_KEYS[k])}
-        model = {k: v for k, v in to_dict(self.model.resolved()).items()
-                 if not (k in LATER_MODEL_KEYS and v == LATER_MODEL_KEYS[k])}
+        training = _without_later_keys(to_dict(self.training), LATER_TRAINING_KEYS)
+        del training["max_batches"]
+        model = _without_later_keys(to_dict(self.model.resolved()), LATER_MODEL_KEYS)
         identity = {"task": self.task, "model": model, "training": training}
         if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
             identity["length_distribution"] = self.length_distribution
@@ -240,6 +239,11 @@ class RunConfig:
 # keeps the id it had before the key existed (so archived runs and the profiles that list them still match).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
 LATER_MODEL_KEYS = {"bottom_read_gain": None}
+
+
+def _without_later_keys(section: dict, later: dict) -> dict:
+    """``section`` less the keys of ``later`` that hold their earlier value (see :data:`LATER_TRAINING_KEYS`)."""
+    return {k: v for k, v in section.items() if not (k in later and v == later[k])}
 
 # What a stored run config without ``length_distribution`` was trained on: the key came with the uniform reading.
 LEGACY_LENGTH_DISTRIBUTION = "grammar"

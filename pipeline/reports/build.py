@@ -392,7 +392,7 @@ def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Pat
             before = int(pd.read_csv(out_dir / "all_runs.csv").state.isin(DONE).sum())
         except (ValueError, AttributeError, pd.errors.ParserError):
             before = 0
-    if not force and (done == 0 or before > done < len(statuses)):
+    if not force and (done == 0 or (done < before and done < len(statuses))):
         raise ReportRefused(f"{done} done run(s) in {root}, where the report in {out_dir} counted {before}: "
                             "is the runs folder right? `transduce archive " + str(config_file) + " --restore` "
                             "brings back the committed runs (or `make report`); --force writes the report anyway")
