@@ -81,6 +81,11 @@ class ModelConfig:
     # until training makes the controller listen). null keeps nn.LSTMCell's initialisation; models with one read
     # ignore it. A probe of issue 37 (docs/recipe.md §7): whether the bottom read pulls the DeQue off reversal's turn.
     bottom_read_gain: float | None = None
+    # The values as the memory first receives them: the value head's initial weights and bias (v = tanh(W_v o' +
+    # b_v), §3.4) scaled by this. At nn.Linear's initialisation v starts at ~0.06 rms, so the reads move the
+    # controller's gates about a tenth as much as the input embedding does. null keeps nn.Linear's initialisation.
+    # A probe of issue 37 (docs/recipe.md §7): whether a memory heard from the start turns the DeQue on reversal.
+    value_gain: float | None = None
 
     def resolved(self) -> ModelConfig:
         """This config with every start bias left at "default" set to its model's own start."""
@@ -98,6 +103,9 @@ class ModelConfig:
         if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
             raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
                               f"null, got {self.bottom_read_gain!r}")
+        if self.value_gain is not None and not (math.isfinite(self.value_gain) and self.value_gain > 0):
+            raise ConfigError(f"{path}.value_gain must be a positive finite number (a scale of the initial weights) "
+                              f"or null, got {self.value_gain!r}")
         if self.readout_width is not None:
             _positive(f"{path}.readout_width", self.readout_width)
             _at_most(f"{path}.readout_width", self.readout_width, MAX_WIDTH)
@@ -238,7 +246,7 @@ class RunConfig:
 # Training and model keys added after runs were archived, with the value every earlier run had: a run at that value
 # keeps the id it had before the key existed (so archived runs and the profiles that list them still match).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
-LATER_MODEL_KEYS = {"bottom_read_gain": None}
+LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None}
 
 
 def _without_later_keys(section: dict, later: dict) -> dict:

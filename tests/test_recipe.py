@@ -118,6 +118,34 @@ def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
             from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_gain": bad}})
 
 
+def test_value_gain_scales_only_the_value_head():
+    # signal head rows [d (ends), u (ends), v (ends * m)]: the DeQue's 2 + 2 control rows stay, its 2 * 4 value rows scale
+    config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
+    torch.manual_seed(0)
+    plain = build_model(ModelConfig(**config), 20, 10)
+    torch.manual_seed(0)
+    loud = build_model(ModelConfig(**config, value_gain=8.0), 20, 10)
+    for name in ("weight", "bias"):
+        p, q = getattr(plain.signals, name), getattr(loud.signals, name)
+        assert torch.equal(p[:4], q[:4]) and torch.allclose(q[4:], 8.0 * p[4:]) and not torch.equal(p[4:], q[4:])
+    others = {k: v for k, v in plain.state_dict().items() if not k.startswith("signals.")}
+    assert all(torch.equal(v, loud.state_dict()[k]) for k, v in others.items())  # paired: the same seed otherwise
+    # on the Stack (one end) the value rows start after its one d and one u
+    torch.manual_seed(0)
+    stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4), 20, 10)
+    torch.manual_seed(0)
+    loud_stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, value_gain=2.0), 20, 10)
+    assert torch.equal(stack.signals.bias[:2], loud_stack.signals.bias[:2])
+    assert torch.allclose(loud_stack.signals.weight[2:], 2.0 * stack.signals.weight[2:])
+    # null and the key's absence name the same run; a gain names another
+    assert "value_gain" not in RunConfig().identity()["model"]
+    assert RunConfig(model=ModelConfig(name="deque", value_gain=8.0)).run_id() != RunConfig(
+        model=ModelConfig(name="deque")).run_id()
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ConfigError, match=f"model.value_gain must be a positive finite number.*got {bad}"):
+            from_dict(RunConfig, {"model": {"name": "deque", "value_gain": bad}})
+
+
 def test_early_stop_threshold_is_validated():
     assert TrainingConfig().early_stop_coarse == 1.0
     for bad in (0.0, 1.5):

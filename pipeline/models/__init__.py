@@ -70,7 +70,8 @@ def _memory_lstm(memory: MemoryKind):
                           memory_width=config.memory_width, pop_bias=config.pop_bias,
                           implementation=config.implementation, readout_width=config.readout_width,
                           push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
-                          bottom_pop_bias=config.bottom_pop_bias, bottom_read_gain=config.bottom_read_gain)
+                          bottom_pop_bias=config.bottom_pop_bias, bottom_read_gain=config.bottom_read_gain,
+                          value_gain=config.value_gain)
 
     return build
 

@@ -61,6 +61,7 @@ class MemoryLSTM(TransductionModel):
         bottom_push_bias: float | None = None,
         bottom_pop_bias: float | None = None,
         bottom_read_gain: float | None = None,
+        value_gain: float | None = None,
     ) -> None:
         super().__init__(input_size, output_size, hidden, embedding, readout_width)
         if not isinstance(memory, MemoryKind):
@@ -91,6 +92,11 @@ class MemoryLSTM(TransductionModel):
             if bottom_read_gain is not None and memory.reads > 1:
                 first = embedding + memory_width
                 self.controller.weight_ih[:, first : first + memory_width].mul_(bottom_read_gain)
+            # The value head (the rows after every d and u) starts scaled by value_gain: how loud the memory's
+            # contents are before training. None leaves nn.Linear's initialisation (v at ~0.06 rms).
+            if value_gain is not None:
+                self.signals.weight[2 * self.ends :].mul_(value_gain)
+                self.signals.bias[2 * self.ends :].mul_(value_gain)
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
 
