@@ -43,8 +43,9 @@ PUSH_START = {"push_bias": 1.0, "bottom_push_bias": None, "bottom_pop_bias": Non
 # The DeQue's: its top end at nn.Linear's initialisation (push near 0.5) and its bottom end all but still, push and
 # pop at -4 (~0.018 each), so that the bottom read starts as the Queue's. With both ends at +1 the two ends push
 # alike and copy never leaves its starting plateau (0 of 16, reversal 16 of 16). This start learned copy on 15 of 16
-# fresh seeds and reversal on 9 of 16: the only start measured that learns both on most seeds, short of the 12 of 16
-# issue 37 asks on reversal (docs/recipe.md §7 measures every start tried).
+# fresh seeds and reversal on 9 of 16, short of the 12 of 16 issue 37 asks on reversal. With its values at 4 times
+# nn.Linear's scale (model.value_gain) reversal learned on 11 of 16, but more slowly, and copy lost two of these seeds:
+# not adopted (docs/recipe.md §7 measures every start tried).
 DEQUE_START = {"push_bias": None, "bottom_push_bias": -4.0, "bottom_pop_bias": -4.0}
 
 
