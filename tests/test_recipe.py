@@ -119,7 +119,7 @@ def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
 
 
 def test_value_gain_scales_only_the_value_head():
-    # signal head rows [d (ends), u (ends), v (ends * m)]: the DeQue's 2 + 2 control rows stay, its 2 * 4 value rows scale
+    # signal rows [d (ends), u (ends), v (ends * m)]: the DeQue's 2 + 2 control rows stay, its 2 * 4 value rows scale
     config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
     torch.manual_seed(0)
     plain = build_model(ModelConfig(**config), 20, 10)
