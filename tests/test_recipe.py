@@ -91,24 +91,28 @@ def test_end_biases_of_the_deque():
     assert stack.signals.bias[1] == -1.0
 
 
+def _seed_0_model(**fields):
+    """The model ``fields`` name, built from seed 0: two calls give one network but for what their fields change."""
+    torch.manual_seed(0)
+    return build_model(ModelConfig(**fields), 20, 10)
+
+
+def _equal_but(a, b, changed) -> bool:
+    """Whether models a and b hold equal tensors under every state key ``changed(key)`` does not pick."""
+    return all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items() if not changed(k))
+
+
 def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
     # controller input [i_t (embedding 6); r_top (4); r_bottom (4)]
     config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
-    torch.manual_seed(0)
-    plain = build_model(ModelConfig(**config), 20, 10)
-    torch.manual_seed(0)
-    unheard = build_model(ModelConfig(**config, bottom_read_gain=0.0), 20, 10)
-    torch.manual_seed(0)
-    halved = build_model(ModelConfig(**config, bottom_read_gain=0.5), 20, 10)
+    plain, unheard, halved = (_seed_0_model(**config, bottom_read_gain=g) for g in (None, 0.0, 0.5))
     w, w0, w_half = (m.controller.weight_ih for m in (plain, unheard, halved))
     assert torch.count_nonzero(w0[:, 10:14]) == 0 and torch.count_nonzero(w[:, 10:14]) > 0
     assert torch.equal(w0[:, :10], w[:, :10]) and torch.allclose(w_half[:, 10:14], 0.5 * w[:, 10:14])
     # nothing else moves: the same seed gives the same network otherwise (a paired comparison)
-    others = {k: v for k, v in plain.state_dict().items() if k != "controller.weight_ih"}
-    assert all(torch.equal(v, unheard.state_dict()[k]) for k, v in others.items())
+    assert _equal_but(plain, unheard, lambda key: key == "controller.weight_ih")
     # a one-read memory ignores it; null and the key's absence name the same run (its id as before the key existed)
-    torch.manual_seed(0)
-    stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, bottom_read_gain=0.0), 20, 10)
+    stack = _seed_0_model(name="stack", hidden=8, memory_width=4, bottom_read_gain=0.0)
     assert torch.count_nonzero(stack.controller.weight_ih[:, -4:]) > 0
     assert "bottom_read_gain" not in RunConfig().identity()["model"]
     assert RunConfig(model=ModelConfig(name="deque", bottom_read_gain=0.0)).run_id() != RunConfig(
@@ -121,20 +125,14 @@ def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
 def test_value_gain_scales_only_the_value_head():
     # signal rows [d (ends), u (ends), v (ends * m)]: the DeQue's 2 + 2 control rows stay, its 2 * 4 value rows scale
     config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
-    torch.manual_seed(0)
-    plain = build_model(ModelConfig(**config), 20, 10)
-    torch.manual_seed(0)
-    loud = build_model(ModelConfig(**config, value_gain=8.0), 20, 10)
+    plain, loud = _seed_0_model(**config), _seed_0_model(**config, value_gain=8.0)
     for name in ("weight", "bias"):
         p, q = getattr(plain.signals, name), getattr(loud.signals, name)
         assert torch.equal(p[:4], q[:4]) and torch.allclose(q[4:], 8.0 * p[4:]) and not torch.equal(p[4:], q[4:])
-    others = {k: v for k, v in plain.state_dict().items() if not k.startswith("signals.")}
-    assert all(torch.equal(v, loud.state_dict()[k]) for k, v in others.items())  # paired: the same seed otherwise
+    assert _equal_but(plain, loud, lambda key: key.startswith("signals."))  # paired: the same seed otherwise
     # on the Stack (one end) the value rows start after its one d and one u
-    torch.manual_seed(0)
-    stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4), 20, 10)
-    torch.manual_seed(0)
-    loud_stack = build_model(ModelConfig(name="stack", hidden=8, memory_width=4, value_gain=2.0), 20, 10)
+    stack = _seed_0_model(name="stack", hidden=8, memory_width=4)
+    loud_stack = _seed_0_model(name="stack", hidden=8, memory_width=4, value_gain=2.0)
     assert torch.equal(stack.signals.bias[:2], loud_stack.signals.bias[:2])
     assert torch.allclose(loud_stack.signals.weight[2:], 2.0 * stack.signals.weight[2:])
     # null and the key's absence name the same run; a gain names another
