@@ -44,8 +44,9 @@ PUSH_START = {"push_bias": 1.0, "bottom_push_bias": None, "bottom_pop_bias": Non
 # pop at -4 (~0.018 each), so that the bottom read starts as the Queue's. With both ends at +1 the two ends push
 # alike and copy never leaves its starting plateau (0 of 16, reversal 16 of 16). This start learned copy on 15 of 16
 # fresh seeds and reversal on 9 of 16, short of the 12 of 16 issue 37 asks on reversal. With its values at 4 times
-# nn.Linear's scale (model.value_gain) reversal learned on 11 of 16, but more slowly, and copy lost two of these seeds:
-# not adopted (docs/recipe.md §7 measures every start tried).
+# nn.Linear's scale (model.value_gain) reversal learned on 11 of 16, but more slowly, and copy on 11 of 16; with the
+# top's push at +0.5 as well, reversal on 5 of 10. Not adopted: the quiet-bottom starts re-deal which seeds learn
+# reversal rather than raise the share (docs/recipe.md §7 measures every start tried).
 DEQUE_START = {"push_bias": None, "bottom_push_bias": -4.0, "bottom_pop_bias": -4.0}
 
 
