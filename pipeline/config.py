@@ -86,6 +86,12 @@ class ModelConfig:
     # controller's gates about a tenth as much as the input embedding does. null keeps nn.Linear's initialisation.
     # A probe of issue 37 (docs/recipe.md §7): whether a memory heard from the start turns the DeQue on reversal.
     value_gain: float | None = None
+    # The DeQue's bottom read unheard for the first batches: its input weights held at 0 (no gradient reaches them,
+    # so training cannot grow them) until this many batches have trained, then free to grow from 0. null: heard
+    # from the start, the paper's model. With the bottom read held unheard, the quiet-bottom DeQue's top turned on
+    # reversal where with it heard the same seeds did not (docs/recipe.md §7); copy needs the bottom read, so it is
+    # released once reversal's turn has come or not (every learner turned by 750). Models with one read ignore it.
+    bottom_read_heard_from: int | None = None
 
     def resolved(self) -> ModelConfig:
         """This config with every start bias left at "default" set to its model's own start."""
@@ -103,6 +109,15 @@ class ModelConfig:
         if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
             raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
                               f"null, got {self.bottom_read_gain!r}")
+        if self.bottom_read_heard_from is not None:
+            if isinstance(self.bottom_read_heard_from, bool) or not isinstance(self.bottom_read_heard_from, int) \
+                    or self.bottom_read_heard_from < 0:
+                raise ConfigError(f"{path}.bottom_read_heard_from must be a batch count >= 0 or null, got "
+                                  f"{self.bottom_read_heard_from!r}")
+            if self.bottom_read_gain is not None:
+                raise ConfigError(f"{path}: set bottom_read_heard_from or bottom_read_gain, not both (got "
+                                  f"{self.bottom_read_heard_from!r} and {self.bottom_read_gain!r}): the first "
+                                  "starts the bottom read's weights at 0")
         if self.value_gain is not None and not (math.isfinite(self.value_gain) and self.value_gain > 0):
             raise ConfigError(f"{path}.value_gain must be a positive finite number (a scale of the initial weights) "
                               f"or null, got {self.value_gain!r}")
@@ -246,7 +261,7 @@ class RunConfig:
 # Training and model keys added after runs were archived, with the value every earlier run had: a run at that value
 # keeps the id it had before the key existed (so archived runs and the profiles that list them still match).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
-LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None}
+LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None}
 
 
 def _without_later_keys(section: dict, later: dict) -> dict:

@@ -9,11 +9,14 @@ from pipeline.models import build_model, products
 
 
 def pair_of_models(name, hidden=12, width=6):
+    # "deque, bottom read unheard": the DeQue whose bottom read's input columns are masked (bottom_read_heard_from)
+    name, _, unheard = name.partition(", ")
+    extra = dict(bottom_read_heard_from=100) if unheard else {}
     torch.manual_seed(1)
     ref = build_model(ModelConfig(name=name, hidden=hidden, memory_width=width, embedding=5,
-                                  implementation="reference"), 11, 7).double()
+                                  implementation="reference", **extra), 11, 7).double()
     fused = build_model(ModelConfig(name=name, hidden=hidden, memory_width=width, embedding=5,
-                                    implementation="fused"), 11, 7).double()
+                                    implementation="fused", **extra), 11, 7).double()
     fused.load_state_dict(ref.state_dict())
     return ref, fused
 
@@ -24,7 +27,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]  # skipped witho
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("name", ["stack", "queue", "deque"])
+@pytest.mark.parametrize("name", ["stack", "queue", "deque", "deque, bottom read unheard"])
 def test_fused_equals_reference_outputs_and_every_parameter_gradient(name, padded, device):
     ref, fused = (model.to(device) for model in pair_of_models(name))
     gen = torch.Generator().manual_seed(2)

@@ -1,6 +1,7 @@
 """The recipe's selectable readings (target ids, readout width, end biases, early-stop threshold) and the study
 report that measures them: what each option changes, and how a study counts seeds that learned."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -120,6 +121,62 @@ def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
     for bad in (-0.5, 2.0):
         with pytest.raises(ConfigError, match=f"model.bottom_read_gain must lie in \\[0, 1\\].*got {bad}"):
             from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_gain": bad}})
+
+
+def test_bottom_read_heard_from_holds_the_bottom_read_at_zero_until_its_batch():
+    # controller input [i_t (embedding 6); r_top (4); r_bottom (4)]: the bottom read is columns 10-13
+    config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
+    plain, late = _seed_0_model(**config), _seed_0_model(**config, bottom_read_heard_from=2)
+    w, w_late = plain.controller.weight_ih, late.controller.weight_ih
+    assert torch.count_nonzero(w_late[:, 10:14]) == 0 and torch.count_nonzero(w[:, 10:14]) > 0
+    assert torch.equal(w_late[:, :10], w[:, :10])
+    assert _equal_but(plain, late, lambda key: key in ("controller.weight_ih", "input_mask"))  # paired otherwise
+    inputs = torch.randint(1, 20, (3, 9), generator=torch.Generator().manual_seed(1))
+    optimizer = torch.optim.RMSprop(late.parameters(), lr=1e-2, alpha=0.9)
+
+    def train_one_batch(step):
+        late.before_batch(step)
+        optimizer.zero_grad()
+        late(inputs).square().mean().backward()
+        optimizer.step()
+        return late.controller.weight_ih.grad
+
+    for step in (0, 1):  # unheard: no gradient reaches the bottom read's weights, so they stay 0 ...
+        grad = train_one_batch(step)
+        assert torch.count_nonzero(grad[:, 10:14]) == 0 and torch.count_nonzero(grad[:, :10]) > 0
+    assert torch.count_nonzero(w_late[:, 10:14]) == 0 and not torch.equal(w_late[:, :10], w[:, :10])
+    grad = train_one_batch(2)  # ... and from its batch on they are trained like every other weight
+    assert torch.count_nonzero(grad[:, 10:14]) > 0 and torch.count_nonzero(w_late[:, 10:14]) > 0
+    # a one-read memory ignores it; null and the key's absence name the same run
+    stack = _seed_0_model(name="stack", hidden=8, memory_width=4, bottom_read_heard_from=5)
+    assert torch.count_nonzero(stack.controller.weight_ih[:, -4:]) > 0 and "input_mask" not in stack.state_dict()
+    assert "bottom_read_heard_from" not in RunConfig().identity()["model"]
+    assert RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=1000)).run_id() != RunConfig(
+        model=ModelConfig(name="deque")).run_id()
+    for bad, message in ((-1, "must be a batch count >= 0 or null, got -1"), (True, "must be an integer, got True")):
+        with pytest.raises(ConfigError, match=f"model.bottom_read_heard_from {message}"):
+            from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_heard_from": bad}})
+    with pytest.raises(ConfigError, match="set bottom_read_heard_from or bottom_read_gain, not both"):
+        from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_heard_from": 10, "bottom_read_gain": 0.5}})
+
+
+@pytest.mark.parametrize("implementation", ["reference", "fused"])
+def test_a_run_hears_the_bottom_read_from_its_batch_and_not_before(tmp_path, implementation):
+    """The real training loop: the bottom read's weights are still 0 after 6 batches when heard from batch 10, and
+    trained when heard from batch 3 (both paths; the fused path's gradient goes through the same mask)."""
+    from pipeline.training.run import train
+
+    from tests.tiny import tiny
+
+    for heard_from, trained in ((10, False), (3, True)):
+        config = tiny(max_batches=6)
+        config = dataclasses.replace(config, model=dataclasses.replace(
+            config.model, name="deque", implementation=implementation, bottom_read_heard_from=heard_from))
+        run_dir = tmp_path / f"{implementation}-{heard_from}"
+        train(config, run_dir, progress=False)
+        state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+        bottom = state["model.controller.weight_ih"][:, 4 + 4 : 4 + 8]  # embedding 4, memory width 4
+        assert (torch.count_nonzero(bottom) > 0) == trained, (heard_from, bottom)
 
 
 def test_value_gain_scales_only_the_value_head():

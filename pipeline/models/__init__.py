@@ -73,7 +73,7 @@ def _memory_lstm(memory: MemoryKind):
                           implementation=config.implementation, readout_width=config.readout_width,
                           push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
                           bottom_pop_bias=config.bottom_pop_bias, bottom_read_gain=config.bottom_read_gain,
-                          value_gain=config.value_gain)
+                          value_gain=config.value_gain, bottom_read_heard_from=config.bottom_read_heard_from)
 
     return build
 

@@ -55,6 +55,10 @@ class TransductionModel(nn.Module, ABC):
         """Teacher-forced logits (B, L, V_out) for input ids (B, L); ``lengths`` (B,) marks right padding."""
 
     @abstractmethod
+    def before_batch(self, step: int) -> None:
+        """Called by training before each batch with the number of batches done; a model whose training changes
+        with the batch (the DeQue's bottom read heard from a batch on) acts on it. Nothing by default."""
+
     def initial_state(self, batch_size: int, capacity: int | None = None) -> Any:
         """The state before the first input; ``capacity`` is a hint of how many steps will follow."""
 

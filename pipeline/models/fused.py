@@ -43,7 +43,7 @@ def fused_controller_outputs(model, x: Tensor, live: Tensor | None) -> Tensor:
     cell = model.controller
     B = x.shape[0]
     # The controller's input is [x_t; r_{t-1}] and its state h_{t-1}: one weight [W_ie | W_ir | W_hh] over all three.
-    w_all = torch.cat([cell.weight_ih, cell.weight_hh], dim=1)
+    w_all = torch.cat([model.controller_input_weight(), cell.weight_hh], dim=1)
     live_t = None if live is None else live.transpose(0, 1).contiguous()
     outputs = FusedMemoryLSTM.apply(x, w_all, cell.bias_ih + cell.bias_hh, model.signals.weight, model.signals.bias,
                                     model.h0.expand(B, -1), model.c0.expand(B, -1), live_t,

@@ -62,6 +62,7 @@ class MemoryLSTM(TransductionModel):
         bottom_pop_bias: float | None = None,
         bottom_read_gain: float | None = None,
         value_gain: float | None = None,
+        bottom_read_heard_from: int | None = None,
     ) -> None:
         super().__init__(input_size, output_size, hidden, embedding, readout_width)
         if not isinstance(memory, MemoryKind):
@@ -97,8 +98,29 @@ class MemoryLSTM(TransductionModel):
             if value_gain is not None:
                 self.signals.weight[2 * self.ends :].mul_(value_gain)
                 self.signals.bias[2 * self.ends :].mul_(value_gain)
+            # The bottom read unheard for the first bottom_read_heard_from batches: its input weights start at 0 and
+            # a mask over the controller's input columns (0 there until :meth:`before_batch` reaches that batch)
+            # keeps every gradient from them, so they stay 0 and the controller's gradient never flows into the
+            # bottom read either. After, they grow from 0 as any weight does. A memory with one read ignores it.
+            self.bottom_read_heard_from = bottom_read_heard_from if memory.reads > 1 else None
+            if self.bottom_read_heard_from is not None:
+                self._bottom_read = slice(embedding + memory_width, embedding + 2 * memory_width)
+                self.controller.weight_ih[:, self._bottom_read].zero_()
+                self.register_buffer("input_mask", torch.ones(self.controller.weight_ih.shape[1]))
+                self.before_batch(0)
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
+
+    def before_batch(self, step: int) -> None:
+        """Called before training batch ``step + 1`` (``step`` batches done): hear the bottom read from its batch."""
+        if self.bottom_read_heard_from is not None:
+            self.input_mask[self._bottom_read] = float(step >= self.bottom_read_heard_from)
+
+    def controller_input_weight(self) -> Tensor:
+        """The controller's input weights [W_ie | W_ir] as the step uses them: the bottom read's columns masked
+        while it is unheard (``bottom_read_heard_from``), so that no gradient reaches them."""
+        w = self.controller.weight_ih
+        return w if self.bottom_read_heard_from is None else w * self.input_mask
 
     # -- one step at a time: the reference definition ------------------------------------------------------------
 
@@ -110,7 +132,9 @@ class MemoryLSTM(TransductionModel):
 
     def advance(self, x: Tensor, state: ControllerState, live: Tensor | None = None) -> tuple[Tensor, ControllerState]:
         """One controller step on the input embedding x (B, E): returns o'_t = h_t and the next state."""
-        h, c = self.controller(torch.cat([x, state.reads], dim=-1), (state.h, state.c))
+        cell = self.controller
+        h, c = torch.lstm_cell(torch.cat([x, state.reads], dim=-1), (state.h, state.c), self.controller_input_weight(),
+                               cell.weight_hh, cell.bias_ih, cell.bias_hh)
         d, u, v = self.memory_signals(h)
         if live is not None:
             d, u = d * live.unsqueeze(-1), u * live.unsqueeze(-1)

@@ -43,6 +43,9 @@ class TransductionModule(L.LightningModule):
                               reduction="sum")
         return nll, batch.target_lengths.sum()
 
+    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
+        self.model.before_batch(self.global_step)  # global_step: batches done, restored with a checkpoint too
+
     def training_step(self, batch: Batch, batch_idx: int) -> dict:
         nll, tokens = self.target_nll(batch)
         if not torch.isfinite(nll):

@@ -250,6 +250,11 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path]) -> None:
                           f"{len(run_dirs)} directories")
     for config in configs:
         config.validate()
+    for config in configs:
+        if config.model.bottom_read_heard_from is not None:  # its mask follows each member's own batch count
+            raise ConfigError(f"{config.run_id()}: model.bottom_read_heard_from "
+                              f"({config.model.bottom_read_heard_from}) is not supported by population training; "
+                              "train the run on its own (transduce train, or a sweep without --population)")
     keys = [population_key(c) for c in configs]
     for config, key in zip(configs, keys):
         if key != keys[0]:
