@@ -117,6 +117,12 @@ def test_runs_that_cannot_share_a_model_are_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="a directory each"):
         train_population([member("copy", 0, 1e-3), member("copy", 1, 1e-3)], [tmp_path / "a", tmp_path / "a"])
     assert not (tmp_path / "a").exists()
+    # the DeQue's bottom read held unheard follows each run's own batch count: refused, in one line, before any work
+    late = member("copy", 0, 1e-3, "deque")
+    late = dataclasses.replace(late, model=dataclasses.replace(late.model, bottom_read_heard_from=100))
+    with pytest.raises(ConfigError, match=r"model.bottom_read_heard_from \(100\) is not supported by population"):
+        train_population([late, late], [tmp_path / "c", tmp_path / "d"])
+    assert not (tmp_path / "c").exists()
     # the start biases are initial values, not shapes: runs that differ only there share a population
     stack = member("copy", 0, 1e-3, "stack")
     paper_start = dataclasses.replace(stack, model=dataclasses.replace(stack.model, push_bias=None))

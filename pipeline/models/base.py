@@ -54,11 +54,11 @@ class TransductionModel(nn.Module, ABC):
     def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
         """Teacher-forced logits (B, L, V_out) for input ids (B, L); ``lengths`` (B,) marks right padding."""
 
-    @abstractmethod
     def before_batch(self, step: int) -> None:
         """Called by training before each batch with the number of batches done; a model whose training changes
         with the batch (the DeQue's bottom read heard from a batch on) acts on it. Nothing by default."""
 
+    @abstractmethod
     def initial_state(self, batch_size: int, capacity: int | None = None) -> Any:
         """The state before the first input; ``capacity`` is a hint of how many steps will follow."""
 
