@@ -88,9 +88,9 @@ class ModelConfig:
     value_gain: float | None = None
     # The DeQue's bottom read unheard for the first batches: its input weights held at 0 (no gradient reaches them,
     # so training cannot grow them) until this many batches have trained, then free to grow from 0. null: heard
-    # from the start, the paper's model. With the bottom read held unheard, the quiet-bottom DeQue's top turned on
-    # reversal where with it heard the same seeds did not (docs/recipe.md §7); copy needs the bottom read, so it is
-    # released once reversal's turn has come or not (every learner turned by 750). Models with one read ignore it.
+    # from the start, the paper's model. A probe of issue 37 (docs/recipe.md §7): with the bottom read held unheard
+    # the quiet-bottom DeQue's top turned on reversal where with it heard the same seeds did not; copy needs that
+    # read, and released at batch 1,000 it did not learn on either seed tried. Models with one read ignore it.
     bottom_read_heard_from: int | None = None
 
     def resolved(self) -> ModelConfig:
