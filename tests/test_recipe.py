@@ -165,7 +165,6 @@ def test_a_run_hears_the_bottom_read_from_its_batch_and_not_before(tmp_path, imp
     """The real training loop: the bottom read's weights are still 0 after 6 batches when heard from batch 10, and
     trained when heard from batch 3 (both paths; the fused path's gradient goes through the same mask)."""
     from pipeline.training.run import train
-
     from tests.tiny import tiny
 
     for heard_from, trained in ((10, False), (3, True)):
