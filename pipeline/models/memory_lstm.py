@@ -90,9 +90,9 @@ class MemoryLSTM(TransductionModel):
             # loudly the controller first hears the DeQue's bottom end (0: not at all, until training makes it
             # listen; the gradient of those weights is the read itself, so it can). None leaves nn.LSTMCell's
             # initialisation; a memory with one read ignores it.
+            self._bottom_read = slice(embedding + memory_width, embedding + 2 * memory_width)  # its input columns
             if bottom_read_gain is not None and memory.reads > 1:
-                first = embedding + memory_width
-                self.controller.weight_ih[:, first : first + memory_width].mul_(bottom_read_gain)
+                self.controller.weight_ih[:, self._bottom_read].mul_(bottom_read_gain)
             # The value head (the rows after every d and u) starts scaled by value_gain: how loud the memory's
             # contents are before training. None leaves nn.Linear's initialisation (v at ~0.06 rms).
             if value_gain is not None:
@@ -104,7 +104,6 @@ class MemoryLSTM(TransductionModel):
             # bottom read either. After, they grow from 0 as any weight does. A memory with one read ignores it.
             self.bottom_read_heard_from = bottom_read_heard_from if memory.reads > 1 else None
             if self.bottom_read_heard_from is not None:
-                self._bottom_read = slice(embedding + memory_width, embedding + 2 * memory_width)
                 self.controller.weight_ih[:, self._bottom_read].zero_()
                 self.register_buffer("input_mask", torch.ones(self.controller.weight_ih.shape[1]))
                 self.before_batch(0)

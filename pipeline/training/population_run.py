@@ -250,7 +250,6 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path]) -> None:
                           f"{len(run_dirs)} directories")
     for config in configs:
         config.validate()
-    for config in configs:
         if config.model.bottom_read_heard_from is not None:  # its mask follows each member's own batch count
             raise ConfigError(f"{config.run_id()}: model.bottom_read_heard_from "
                               f"({config.model.bottom_read_heard_from}) is not supported by population training; "
