@@ -86,11 +86,12 @@ class ModelConfig:
     # controller's gates about a tenth as much as the input embedding does. null keeps nn.Linear's initialisation.
     # A probe of issue 37 (docs/recipe.md §7): whether a memory heard from the start turns the DeQue on reversal.
     value_gain: float | None = None
-    # The DeQue's bottom read unheard for the first batches: its input weights held at 0 (no gradient reaches them,
-    # so training cannot grow them) until this many batches have trained, then free to grow from 0. null: heard
-    # from the start, the paper's model. A probe of issue 37 (docs/recipe.md §7): with the bottom read held unheard
-    # the quiet-bottom DeQue's top turned on reversal where with it heard the same seeds did not; copy needs that
-    # read, and released at batch 1,000 it did not learn on either seed tried. Models with one read ignore it.
+    # The DeQue's bottom read unheard for the first batches: masked out of the controller's input, its input
+    # weights waiting (no gradient reaches them) until this many batches have trained, then trained as any weight.
+    # They wait at bottom_read_gain times nn.LSTMCell's initialisation, null meaning 0 here (grown from 0 after the
+    # release). null: heard from the start, the paper's model. A probe of issue 37 (docs/recipe.md §7): with the
+    # bottom read unheard the quiet-bottom DeQue's top turned on reversal where with it heard the same seeds did
+    # not; copy needs that read early. Models with one read ignore it.
     bottom_read_heard_from: int | None = None
 
     def resolved(self) -> ModelConfig:
@@ -114,10 +115,6 @@ class ModelConfig:
                     or self.bottom_read_heard_from < 0:
                 raise ConfigError(f"{path}.bottom_read_heard_from must be a batch count >= 0 or null, got "
                                   f"{self.bottom_read_heard_from!r}")
-            if self.bottom_read_gain is not None:
-                raise ConfigError(f"{path}: set bottom_read_heard_from or bottom_read_gain, not both (got "
-                                  f"{self.bottom_read_heard_from!r} and {self.bottom_read_gain!r}): the first "
-                                  "starts the bottom read's weights at 0")
         if self.value_gain is not None and not (math.isfinite(self.value_gain) and self.value_gain > 0):
             raise ConfigError(f"{path}.value_gain must be a positive finite number (a scale of the initial weights) "
                               f"or null, got {self.value_gain!r}")

@@ -156,8 +156,25 @@ def test_bottom_read_heard_from_holds_the_bottom_read_at_zero_until_its_batch():
     for bad, message in ((-1, "must be a batch count >= 0 or null, got -1"), (True, "must be an integer, got True")):
         with pytest.raises(ConfigError, match=f"model.bottom_read_heard_from {message}"):
             from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_heard_from": bad}})
-    with pytest.raises(ConfigError, match="set bottom_read_heard_from or bottom_read_gain, not both"):
-        from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_heard_from": 10, "bottom_read_gain": 0.5}})
+
+
+def test_with_a_gain_the_held_bottom_read_waits_at_its_initialisation():
+    """bottom_read_gain with bottom_read_heard_from: the weights wait behind the mask at gain x their start (null:
+    0, the first runs' start), so the model computes the same function as the zero-weight one until the release,
+    and from the release on it hears the read through nn.LSTMCell's initial weights."""
+    config = dict(name="deque", hidden=8, memory_width=4, embedding=6)
+    plain = _seed_0_model(**config)
+    at_zero = _seed_0_model(**config, bottom_read_heard_from=2)
+    at_start = _seed_0_model(**config, bottom_read_heard_from=2, bottom_read_gain=1.0)
+    assert torch.equal(at_start.controller.weight_ih, plain.controller.weight_ih)
+    assert torch.count_nonzero(at_zero.controller.weight_ih[:, 10:14]) == 0
+    inputs = torch.randint(1, 20, (3, 9), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(at_start(inputs), at_zero(inputs), rtol=0, atol=0)  # the read unheard by both
+    at_start.before_batch(2), at_zero.before_batch(2)
+    assert not torch.allclose(at_start(inputs), at_zero(inputs))  # released: heard through different weights
+    torch.testing.assert_close(at_start(inputs), plain(inputs), rtol=0, atol=0)  # ... at_start's are the plain's
+    assert RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=2, bottom_read_gain=1.0)).run_id() != \
+        RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=2)).run_id()
 
 
 @pytest.mark.parametrize("implementation", ["reference", "fused"])

@@ -98,13 +98,16 @@ class MemoryLSTM(TransductionModel):
             if value_gain is not None:
                 self.signals.weight[2 * self.ends :].mul_(value_gain)
                 self.signals.bias[2 * self.ends :].mul_(value_gain)
-            # The bottom read unheard for the first bottom_read_heard_from batches: its input weights start at 0 and
-            # a mask over the controller's input columns (0 there until :meth:`before_batch` reaches that batch)
-            # keeps every gradient from them, so they stay 0 and the controller's gradient never flows into the
-            # bottom read either. After, they grow from 0 as any weight does. A memory with one read ignores it.
+            # The bottom read unheard for the first bottom_read_heard_from batches: a mask over the controller's
+            # input columns (0 there until :meth:`before_batch` reaches that batch) keeps the read out of the
+            # controller and every gradient from its input weights, so they wait unchanged and the controller's
+            # gradient never flows into the bottom read either. They wait at bottom_read_gain times their
+            # initialisation, null meaning 0 here (they then grow from 0 after the batch, as the first runs with this
+            # key did); at 1 the read comes in at nn.LSTMCell's start. A memory with one read ignores it.
             self.bottom_read_heard_from = bottom_read_heard_from if memory.reads > 1 else None
             if self.bottom_read_heard_from is not None:
-                self.controller.weight_ih[:, self._bottom_read].zero_()
+                if bottom_read_gain is None:
+                    self.controller.weight_ih[:, self._bottom_read].zero_()
                 self.register_buffer("input_mask", torch.ones(self.controller.weight_ih.shape[1]))
                 self.before_batch(0)
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
