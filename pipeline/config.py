@@ -80,6 +80,7 @@ class ModelConfig:
     # The DeQue's bottom read as the controller first hears it: its input weights start scaled by this (0: unheard
     # until training makes the controller listen). null keeps nn.LSTMCell's initialisation; models with one read
     # ignore it. A probe of issue 37 (docs/recipe.md §7): whether the bottom read pulls the DeQue off reversal's turn.
+    # With bottom_read_heard_from, the scale the held weights wait at (there null means 0).
     bottom_read_gain: float | None = None
     # The values as the memory first receives them: the value head's initial weights and bias (v = tanh(W_v o' +
     # b_v), §3.4) scaled by this. At nn.Linear's initialisation v starts at ~0.06 rms, so the reads move the

@@ -170,7 +170,8 @@ def test_with_a_gain_the_held_bottom_read_waits_at_its_initialisation():
     assert torch.count_nonzero(at_zero.controller.weight_ih[:, 10:14]) == 0
     inputs = torch.randint(1, 20, (3, 9), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(at_start(inputs), at_zero(inputs), rtol=0, atol=0)  # the read unheard by both
-    at_start.before_batch(2), at_zero.before_batch(2)
+    at_start.before_batch(2)
+    at_zero.before_batch(2)
     assert not torch.allclose(at_start(inputs), at_zero(inputs))  # released: heard through different weights
     torch.testing.assert_close(at_start(inputs), plain(inputs), rtol=0, atol=0)  # ... at_start's are the plain's
     assert RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=2, bottom_read_gain=1.0)).run_id() != \
