@@ -90,9 +90,9 @@ class ModelConfig:
     # The DeQue's bottom read unheard for the first batches: masked out of the controller's input, its input
     # weights waiting (no gradient reaches them) until this many batches have trained, then trained as any weight.
     # They wait at bottom_read_gain times nn.LSTMCell's initialisation, null meaning 0 here (grown from 0 after the
-    # release). null: heard from the start, the paper's model. A probe of issue 37 (docs/recipe.md §7): with the
-    # bottom read unheard the quiet-bottom DeQue's top turned on reversal where with it heard the same seeds did
-    # not; copy needs that read early. Models with one read ignore it.
+    # release). This key at null: heard from the start, the paper's model. A probe of issue 37 (docs/recipe.md §7):
+    # with the bottom read unheard the quiet-bottom DeQue's top turned on reversal where with it heard the same seeds
+    # did not; copy needs that read early. Models with one read ignore it.
     bottom_read_heard_from: int | None = None
 
     def resolved(self) -> ModelConfig:

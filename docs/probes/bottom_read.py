@@ -3,10 +3,9 @@
 Why the DeQue whose top starts as the Stack's (push +1, pop -1) and whose bottom end is all but still (push and pop
 biases -4) misses reversal's turn, where the Stack learns it on every seed. Each mode changes one thing about the
 bottom read r_bot, the read at the bottom end (eq. 11), which with a still bottom shows the source's oldest symbol
-from the first step:
+from the first step. The read unheard altogether needs no probe: ``model.bottom_read_heard_from`` set at or past the
+cap does it in the pipeline (its runs give the first probe's perplexities to every digit). The modes here:
 
-* ``unheard``: the controller's input weights from r_bot start at 0 and their gradient is zeroed for good, so the
-  controller never hears the read (the pipeline's ``model.bottom_read_heard_from`` does this up to a batch);
 * ``bottom_heads_frozen``: the read heard, but the bottom end's own heads (its d, u and v rows of the signal head)
   held at their start;
 * ``gradient_cut``: the read heard, but no gradient through it reaches the top end's push or pop: r_bot comes from a
@@ -36,7 +35,7 @@ import pipeline.training.module as module
 from pipeline.config import RunConfig, from_dict
 from pipeline.training.run import train
 
-MODES = ("unheard", "bottom_heads_frozen", "gradient_cut", "gradient_cut_values")
+MODES = ("bottom_heads_frozen", "gradient_cut", "gradient_cut_values")
 
 
 def zero_grad_hook(index):
@@ -48,21 +47,15 @@ def zero_grad_hook(index):
 
 
 def patch(mode: str) -> None:
-    if mode in ("unheard", "bottom_heads_frozen"):
+    if mode == "bottom_heads_frozen":
         build = module.build_model
 
         def build_probed(config, input_size, output_size):
             model = build(config, input_size, output_size)
-            E, W = config.embedding, config.memory_width
-            if mode == "unheard":
-                columns = (slice(None), slice(E + W, E + 2 * W))  # [i_t; r_top; r_bot]: r_bot's input columns
-                with torch.no_grad():
-                    model.controller.weight_ih[columns].zero_()
-                model.controller.weight_ih.register_hook(zero_grad_hook(columns))
-            else:
-                rows = [1, 3] + list(range(4 + W, 4 + 2 * W))  # [d_top, d_bot, u_top, u_bot, v_top, v_bot]
-                model.signals.weight.register_hook(zero_grad_hook(rows))
-                model.signals.bias.register_hook(zero_grad_hook(rows))
+            W = config.memory_width
+            rows = [1, 3] + list(range(4 + W, 4 + 2 * W))  # [d_top, d_bot, u_top, u_bot, v_top, v_bot]
+            model.signals.weight.register_hook(zero_grad_hook(rows))
+            model.signals.bias.register_hook(zero_grad_hook(rows))
             return model
 
         module.build_model = build_probed
