@@ -105,13 +105,16 @@ def test_ctrl_c_stops_training_with_130_and_a_line_and_the_run_resumes(tmp_path,
         return step(self, batch, batch_idx)
 
     run_dir = tmp_path / "run"
+    # The handler in force before the run: Python's default_int_handler in a terminal, SIG_IGN where the shell
+    # started the tests in the background without job control.
+    handler_before = signal.getsignal(signal.SIGINT)
     monkeypatch.setattr(TransductionModule, "training_step", step_then_ctrl_c)
     result = runner.invoke(app, ["train", "--config", str(tiny_config_file(tmp_path, max_batches=60)),
                                  "--run-dir", str(run_dir), "--no-progress"])
     assert result.exit_code == 130, result.output
     assert "stopped by an interrupt (Ctrl-C) at batch 2" in flat(result.stderr)
     assert "run the same command again to resume" in flat(result.stderr)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is given back
+    assert signal.getsignal(signal.SIGINT) is handler_before  # the handler is given back
     monkeypatch.setattr(TransductionModule, "training_step", step)
     assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
 
