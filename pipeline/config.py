@@ -148,10 +148,12 @@ class TrainingConfig:
     checkpoint_every: int = 500  # "last" checkpoint for resuming after a crash
     early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
     early_stop_coarse: float = 1.0  # ... or at least this (a study that only asks "when did it learn" uses 0.99)
-    # Trained to convergence: stop once training perplexity has not improved by more than plateau_tolerance
-    # (relative, in perplexity or its log, stopping.improves) for plateau_patience evaluations in a row (0: off);
-    # with prune_at, counted from its last batch on.
+    # Trained to convergence: stop once training perplexity is flat (stopping.plateaued): over a window of
+    # plateau_patience evaluations or plateau_window_fraction of the batches trained, the larger, it has not beaten its
+    # reference by more than plateau_tolerance (relative, in perplexity or its log) and its mean is within the
+    # tolerance of the window before's (0: off); with prune_at, counted from its last batch on.
     plateau_patience: int = 0
+    plateau_window_fraction: float = 0.1
     plateau_tolerance: float = 0.01
     # ... counted only once the run has left its starting plateau (stopping.left_start): for the deep LSTMs, which sit
     # near the uniform guess for thousands of batches before they learn (Fig. 2b) and have no pruning to judge that.
@@ -184,6 +186,11 @@ class TrainingConfig:
         for key in ("plateau_patience",):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{path}.{key} must be >= 0 (0 turns it off), got {getattr(self, key)!r}")
+        if not (math.isfinite(self.plateau_window_fraction) and 0 <= self.plateau_window_fraction < 0.5):
+            raise ConfigError(f"{path}.plateau_window_fraction must lie in [0, 0.5) (the share of the batches trained "
+                              f"that the plateau rule judges a run on; 0: plateau_patience evaluations alone; from 0.5 two windows never "
+                              f"fit in the batches trained), got "
+                              f"{self.plateau_window_fraction!r}")
         for key in ("plateau_tolerance", "prune_ratio"):
             if not 0 < getattr(self, key) < 1:
                 raise ConfigError(f"{path}.{key} must lie in (0, 1), got {getattr(self, key)!r}")
@@ -258,7 +265,9 @@ class RunConfig:
 
 # Training and model keys added after runs were archived, with the value every earlier run had: a run at that value
 # keeps the id it had before the key existed (so archived runs and the profiles that list them still match).
-LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False}
+# plateau_window_fraction came with version 2 of the plateau rule (stopping.PLATEAU_RULE): the runs stopped by
+# version 1 keep their ids and are judged again by version 2 (the same run, trained on: pipeline.sweep.grid).
+LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fraction": 0.1}
 LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None}
 
 

@@ -11,11 +11,14 @@ from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
 from pipeline.sweep import load_sweep, run_local, sweep_status
 from pipeline.training.run import train
 from pipeline.training.stopping import (
-    counts_toward_plateau,
+    counted_from,
     describe,
     improves,
     left_start,
-    plateau_stall,
+    legacy_plateau_stop,
+    plateau_stop,
+    plateau_window,
+    plateaued,
     should_prune,
     still_improving,
 )
@@ -40,20 +43,102 @@ def test_should_prune(step, first, now, pruned):
     assert should_prune(step, (2000, 4000), 0.5, first, now) is pruned
 
 
-def test_plateau_stall_counts_evaluations_without_a_real_improvement():
-    best, stall = NAN, 0
-    history = []
-    for ppl in [100.0, 50.0, 49.9, 49.8, 40.0, 40.0, NAN]:
-        best, stall = plateau_stall(best, stall, ppl, tolerance=0.01)
-        history.append((best, stall))
-    assert history == [(100.0, 0), (50.0, 0), (49.9, 1), (49.8, 2), (40.0, 0), (40.0, 1), (40.0, 2)]
+def rule(**training):
+    """The cpu profile's plateau settings (evaluation every 500 batches, 4 of them, 2%) unless told otherwise."""
+    settings = dict(eval_every=500, plateau_patience=4, plateau_tolerance=0.02, max_batches=1_000_000)
+    settings.update(training)
+    return from_dict(RunConfig, {"training": settings}).training
+
+
+def log(values_per_evaluation, every=500, windows_per_evaluation=5):
+    """A perplexity log with ``windows_per_evaluation`` 100-batch windows between evaluations, each evaluation's
+    value reached geometrically from the one before."""
+    out, step, previous = [], 0, values_per_evaluation[0]
+    for value in values_per_evaluation:
+        for k in range(1, windows_per_evaluation + 1):
+            step += every // windows_per_evaluation
+            out.append((step, previous * (value / previous) ** (k / windows_per_evaluation)))
+        previous = value
+    return out
+
+
+def test_a_steady_fall_under_the_tolerance_per_evaluation_is_never_a_plateau():
+    # 1.9% lower at every evaluation, for ever (here 400 evaluations, 200,000 batches): the run is still learning
+    falling = log([128.0 * 0.981 ** i for i in range(400)])
+    assert plateau_stop(falling, rule(), None) is None
+    # the rule before version 2 moved its reference to every new low and stopped it 4 evaluations after the first
+    assert legacy_plateau_stop(falling, rule(), None) == 2500
+    # ... and so with the 1-layer LSTM block's settings (evaluation every 1,000, 10 of them)
+    slow = log([128.0 * 0.99 ** i for i in range(200)], every=1000, windows_per_evaluation=10)
+    lstm = rule(eval_every=1000, plateau_patience=10, plateau_tolerance=0.02)
+    assert plateau_stop(slow, lstm, None) is None and legacy_plateau_stop(slow, lstm, None) == 11_000
+
+
+def test_a_flat_noisy_run_is_a_plateau():
+    rng = random.Random(0)
+    flat = [(100 * (i + 1), 20.0 * rng.uniform(0.97, 1.03)) for i in range(200)]
+    stop = plateau_stop(flat, rule(), None)
+    assert stop is not None and stop <= 6000
+    # a run that fell and then went flat stops on the flat part, judged on it alone
+    fell = [(100 * (i + 1), 128.0 * 0.9 ** i) for i in range(40)] + [
+        (100 * (i + 41), 2.0 * rng.uniform(0.98, 1.02)) for i in range(200)]
+    stop = plateau_stop(fell, rule(), None)
+    assert stop is not None and 4000 + 2 * 2000 <= stop <= 12_000
+
+
+def test_the_window_grows_with_the_run():
+    training = rule()
+    assert plateau_window(training, 2000) == 2000 and plateau_window(training, 20_000) == 2000
+    assert plateau_window(training, 30_000) == 3000 and plateau_window(training, 100_000) == 10_000
+    assert plateau_window(training, 24_500) == 2500  # rounded up to whole 100-batch windows
+    assert plateau_window(rule(plateau_window_fraction=0.0), 100_000) == 2000
+    # a run falling 3% per 2,000 batches at 100,000 is still falling over its last 10,000 (14%): not a plateau, where a
+    # fixed 2,000-batch window would have judged it on a 3% fall... and one flat over 10,000 batches is
+    steady = [(100 * (i + 1), 50.0 * 0.97 ** ((i + 1) / 20)) for i in range(1000)]
+    assert not plateaued(steady, 100_000, training, None)
+    flat_end = steady[:800] + [(100 * (i + 1), steady[799][1]) for i in range(800, 1000)]
+    assert plateaued(flat_end, 100_000, training, None)
+
+
+def test_the_reference_moves_only_when_beaten_by_the_tolerance():
+    # flat at 10 apart from one evaluation 1% lower: that evaluation does not become the reference (the old rule's
+    # running minimum), so the reference stands from the first evaluation; the window's mean is flat
+    values = [(100 * (i + 1), 9.9 if (i + 1) == 3000 // 100 else 10.0) for i in range(60)]
+    assert plateaued(values, 4000, rule(), None)
+    # a fall of 2.5% at batch 3,000 beats it: the reference moves there and must stand for a window again
+    values = [(b, 10.0 if b < 3000 else 9.75) for b, _ in values]
+    assert not plateaued(values, 4500, rule(), None) and plateaued(values, 6000, rule(), None)
+
+
+def test_the_plateau_rule_counts_from_the_last_pruning_checkpoint_or_leaving_the_start():
+    assert counted_from(rule(prune_at=(2000, 4000)), None) == 4000
+    assert counted_from(rule(), None) == 0
+    patient = rule(plateau_after_leaving_start=True)
+    assert counted_from(patient, None) is None and counted_from(patient, 3000) == 3000
+    assert counted_from(rule(prune_at=(2000,), plateau_after_leaving_start=True), 1000) == 2000
+    flat = [(100 * (i + 1), 100.0) for i in range(200)]
+    # two windows of counted batches first: from 4,000 on, the first stop is at 8,000
+    assert plateau_stop(flat, rule(prune_at=(2000, 4000)), None) == 8000
+    assert plateau_stop(flat, patient, None) is None  # never left its start: never judged
+    assert plateau_stop(flat, rule(plateau_patience=0), None) is None  # off
+
+
+def test_the_new_rule_never_stops_before_the_old_one():
+    # version 2 asks all version 1 asked and more, so no run it stops was left running by version 1
+    rng = random.Random(3)
+    for _ in range(200):
+        level, values = rng.uniform(2, 128), []
+        for i in range(rng.randint(20, 300)):
+            level *= rng.choice([1.0, 1.0, 0.99, 0.97, 0.9, 1.02])
+            values.append((100 * (i + 1), level))
+        training = rule(plateau_patience=rng.choice([2, 4]), prune_at=rng.choice([(), (2000,)]))
+        new, old = plateau_stop(values, training, None), legacy_plateau_stop(values, training, None)
+        assert new is None or (old is not None and new >= old)
 
 
 def test_near_perplexity_one_the_cross_entropy_decides():
     # 1.005 -> 1.002: perplexity 0.3% lower, but the cross-entropy (the errors left) fell by 60%: still learning
     assert improves(1.002, 1.005, 0.02)
-    best, stall = plateau_stall(1.005, 3, 1.002, tolerance=0.02)
-    assert (best, stall) == (1.002, 0)
     assert not improves(1.0049, 1.005, 0.02)  # 2% of the cross-entropy is the bar there: not met
     assert not improves(1.0, 1.0, 0.02)       # nothing left to learn
     # a run whose errors keep halving is still improving at its cap, however close to 1 its perplexity is
@@ -81,19 +166,9 @@ def test_above_perplexity_e_the_rule_is_the_perplexity_rule(tolerance):
         assert improves(ppl, on, tolerance) == (ppl < on * (1 - tolerance))
 
 
-def test_the_plateau_rule_waits_for_the_last_pruning_checkpoint():
-    # a memory model on its initial plateau is the pruning rule's to judge; without pruning, every evaluation counts
-    assert [counts_toward_plateau(step, (2000, 4000)) for step in (500, 2000, 3500, 4000, 4500)] == [
-        False, False, False, True, True]
-    assert counts_toward_plateau(500, ())
-
-
-def test_with_after_leaving_start_the_plateau_rule_waits_for_the_run_to_leave_its_start():
+def test_left_start():
     assert left_start(128.0, 64.0) and not left_start(128.0, 110.9)  # the bigram 1-layer LSTM's plateau stop
     assert not left_start(NAN, 10.0) and not left_start(128.0, NAN)
-    assert not counts_toward_plateau(4000, (), after_leaving_start=True, has_left_start=False)
-    assert counts_toward_plateau(4000, (), after_leaving_start=True, has_left_start=True)
-    assert not counts_toward_plateau(1000, (2000,), after_leaving_start=True, has_left_start=True)
 
 
 def test_still_improving_looks_at_the_last_windows():
@@ -116,8 +191,11 @@ def test_prune_checkpoints_are_validated():
         from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
     text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
     assert "pruned at batch 2,000 if training perplexity > 0.5 × its first window's" in text
-    assert ("plateau once training perplexity has not improved by 1% (nor its log, the cross-entropy) for 3 "
-            "evaluations (counted from batch 2,000)" in text)
+    assert ("plateau once training perplexity has not beaten its reference by 1% (nor its log, the cross-entropy) for "
+            "a window of 3 evaluations (3,000 batches) or 10% of the batches trained, the larger, and its mean over "
+            "that window is within 1% of the window before's (counted from batch 2,000)" in text)
+    with pytest.raises(ConfigError, match=r"training.plateau_window_fraction must lie in \[0, 0.5\).*got 0.5"):
+        from_dict(RunConfig, {"training": {"plateau_window_fraction": 0.5}})
 
 
 def tiny_profile(tmp_path, **training):
@@ -157,7 +235,8 @@ def test_a_run_that_stops_improving_ends_as_plateau(tmp_path):
                                                     plateau_tolerance=0.5),
                                    "tracking": {"wandb": "off"}})
     results = train(config, tmp_path / "run", progress=False)
-    assert results["stop_reason"] == "plateau" and results["batches"] == 30  # best at 10, no 50% gain at 20, 30
+    # reference at 10, not beaten by 50% at 20 or 30; two windows of 20 batches logged by 40, their means flat
+    assert results["stop_reason"] == "plateau" and results["batches"] == 40 and results["plateau_rule"] == 2
     # the same run with the rule counted only after leaving its start never leaves it (lr 1e-9): it trains its budget
     patient = from_dict(RunConfig, {**to_dict(config), "training": {**to_dict(config.training),
                                                                      "plateau_after_leaving_start": True}})

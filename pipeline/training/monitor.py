@@ -29,7 +29,8 @@ from pipeline.evaluation import evaluate, memory_usage
 from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
-from pipeline.training.stopping import counts_toward_plateau, left_start, plateau_stall, should_prune
+from pipeline.training.results import logged_values
+from pipeline.training.stopping import left_start, plateaued, should_prune
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
@@ -53,8 +54,8 @@ class TrainingMonitor(L.Callback):
         self.elapsed = 0.0  # wall seconds of training, summed over restarts
         self.stop_reason: str | None = None  # "converged", "plateau" or "pruned" once stopped early (stopping.py)
         self.first_perplexity = math.nan  # the first window's: what pruning compares with
-        self.best_perplexity = math.nan  # the best window so far, and evaluations since it improved
-        self.plateau_stall = 0
+        # (batch, training perplexity) of every window closed: what the plateau rule judges (stopping.plateaued)
+        self.windows: list[tuple[int, float]] | None = []
         self.left_start_at: int | None = None  # the batch whose window first fell to half the first's (stopping.py)
         self.last_eval_step = -1
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
@@ -76,18 +77,21 @@ class TrainingMonitor(L.Callback):
         return dict(window_nll=self.window_nll, window_tokens=self.window_tokens,
                     last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
                     elapsed=self.elapsed, stop_reason=self.stop_reason, first_perplexity=self.first_perplexity,
-                    best_perplexity=self.best_perplexity, plateau_stall=self.plateau_stall,
+                    windows=list(self.windows or []),
                     left_start_at=self.left_start_at, last_eval_step=self.last_eval_step, timings=list(self.timings))
 
     def load_state_dict(self, state: dict) -> None:
         state = dict(state)
+        for key in ("best_perplexity", "plateau_stall"):  # version 1 of the plateau rule's state
+            state.pop(key, None)
+        state.setdefault("windows", None)  # a checkpoint from before the log was kept: read back from metrics.csv
         if state.pop("stopped_early", False) and not state.get("stop_reason"):  # checkpoints before stop reasons
             state["stop_reason"] = "converged"
         for key, value in state.items():
             setattr(self, key, value)
         reopen = RunDir(self.run_dir).reopen_marker
         if reopen.exists():  # a pruned or converged run continued on purpose: its stop no longer holds
-            self.stop_reason, self.perfect_streak, self.plateau_stall = None, 0, 0
+            self.stop_reason, self.perfect_streak = None, 0
             reopen.unlink()
         self._since = time.monotonic()
 
@@ -104,6 +108,7 @@ class TrainingMonitor(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, module) -> None:
         self._since = time.monotonic()
+        self.restore_windows(trainer.global_step)
         if self.stop_reason is not None:  # resumed after the run had already stopped: nothing left to train
             trainer.should_stop = True
 
@@ -141,6 +146,7 @@ class TrainingMonitor(L.Callback):
         """The average training perplexity of the batches since the last window closed."""
         self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
         self.window_nll, self.window_tokens = 0.0, 0
+        self.windows.append((step, self.last_perplexity))
         if math.isnan(self.first_perplexity):
             self.first_perplexity = self.last_perplexity
         if self.left_start_at is None and left_start(self.first_perplexity, self.last_perplexity):
@@ -148,6 +154,13 @@ class TrainingMonitor(L.Callback):
         if progress_bar and self.progress_bar:  # Lightning allows self.log in batch hooks only
             module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
         return {"train/perplexity": self.last_perplexity}
+
+    def restore_windows(self, step: int) -> None:
+        """Resumed at batch ``step`` from a checkpoint written before the monitor kept the plateau rule's log: read
+        it back from ``metrics.csv`` (its rows up to ``step``, which the resumed log keeps)."""
+        if self.windows is None:
+            logged = logged_values(RunDir(self.run_dir).read_metrics(), "train/perplexity")
+            self.windows = [(batch, perplexity) for batch, perplexity in logged if batch <= step]
 
     def _log(self, trainer: L.Trainer, metrics: dict, step: int) -> None:
         """``metrics`` to every logger; the wall-clock time to the dashboard and ``timings.csv`` only, so that two
@@ -182,12 +195,9 @@ class TrainingMonitor(L.Callback):
             trainer.save_checkpoint(self.best_path, weights_only=True)
 
         self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
-        if counts_toward_plateau(step, t.prune_at, t.plateau_after_leaving_start, self.left_start_at is not None):
-            self.best_perplexity, self.plateau_stall = plateau_stall(self.best_perplexity, self.plateau_stall,
-                                                                     self.last_perplexity, t.plateau_tolerance)
         if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
             self._stop(trainer, "converged")
-        elif t.plateau_patience and self.plateau_stall >= t.plateau_patience:
+        elif plateaued(self.windows, step, t, self.left_start_at):
             self._stop(trainer, "plateau")
         return metrics
 

@@ -302,6 +302,7 @@ def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device
         optimizer.load_state_dict(checkpoint["optimizer_states"][0])
         monitor.load_state_dict(checkpoint["callbacks"][type(monitor).__name__])
         step = checkpoint["global_step"]
+        monitor.restore_windows(step)
     t = config.training
     batches = TrainingBatches(module.task, module.vocab, seed=t.seed, batch_size=t.batch_size, pool=t.length_pool,
                               start=step)

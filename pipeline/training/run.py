@@ -40,6 +40,7 @@ from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
+from pipeline.training.stopping import PLATEAU_RULE
 
 EVAL_SPLITS = ("train", "test", "long")
 
@@ -405,6 +406,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "batches": batches,
         "stopped_early": monitor.stopped_early,
         "stop_reason": monitor.stop_reason or "budget",
+        "plateau_rule": PLATEAU_RULE,
         "train_seconds": round(monitor.elapsed, 1),
         "eval_seconds": round(time.monotonic() - started, 1),
         "selected_step": monitor.best["step"] if monitor.best else batches,

@@ -4,15 +4,17 @@ A run ends for one of :data:`STOP_REASONS`:
 
 * ``converged``: training coarse accuracy has been at least ``early_stop_coarse`` (1.0) for ``early_stop_patience``
   evaluations in a row;
-* ``plateau``: its training perplexity has not improved on its best by more than ``plateau_tolerance`` (relative),
-  in perplexity or in cross-entropy (see :func:`improves`), for ``plateau_patience`` evaluations in a row: trained
-  to convergence, whatever its accuracy. Where the run has pruning checkpoints, only evaluations from the last of
-  them on count: before it, a memory model sitting on its initial plateau is the pruning rule's to judge (memory
-  models leave that plateau abruptly, after up to a few thousand batches, and the plateau rule would stop them
-  first). With ``plateau_after_leaving_start`` (the deep LSTMs, which have no pruning), only evaluations after the run
-  has left its starting plateau (:func:`left_start`) count: an LSTM sits near the uniform guess for thousands of
-  batches before it learns anything (the paper's Fig. 2b), and stopping it there says nothing about where it
-  converges;
+* ``plateau``: its training perplexity is flat, by :func:`plateaued`: over the last *window* of batches (the larger
+  of ``plateau_patience`` evaluations and ``plateau_window_fraction`` of the batches trained, so a run at 100,000
+  batches is judged on 10,000, not on 2,000) its perplexity has not beaten its *reference* by more than
+  ``plateau_tolerance`` (the reference moves only when it is so beaten), and the mean of its windows over the last
+  window is not more than the tolerance below the mean over the window before. Trained to convergence, whatever its
+  accuracy. Only evaluations from :func:`counted_from` on count: where the run has pruning checkpoints, from the last
+  of them (before it, a memory model sitting on its initial plateau is the pruning rule's to judge: memory models
+  leave that plateau abruptly, after up to a few thousand batches, and the plateau rule would stop them first); with
+  ``plateau_after_leaving_start`` (the deep LSTMs, which have no pruning), once the run has left its starting plateau
+  (:func:`left_start`): an LSTM sits near the uniform guess for thousands of batches before it learns anything (the
+  paper's Fig. 2b), and stopping it there says nothing about where it converges;
 * ``pruned``: at one of the batches listed in ``prune_at``, its training perplexity was still above
   ``prune_ratio`` × its first window's: still on the initial plateau, so the budget goes to runs that are learning.
   A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
@@ -69,23 +71,100 @@ def improves(perplexity: float, on: float, tolerance: float) -> bool:
     return on > 1 and math.log(perplexity) < math.log(on) * (1 - tolerance)
 
 
-def plateau_stall(best: float, stall: int, perplexity: float, tolerance: float) -> tuple[float, int]:
-    """Update (best perplexity so far, evaluations without an improvement of more than ``tolerance``: see
-    :func:`improves`) with a new perplexity."""
-    if math.isnan(perplexity):
-        return best, stall + 1
-    if math.isnan(best) or improves(perplexity, best, tolerance):
-        return perplexity, 0
-    return min(best, perplexity), stall + 1
+# The version of the plateau rule that results.json records (``plateau_rule``). Version 1, before it was recorded,
+# moved its reference to every new low, so a run falling 1.9% at every evaluation "plateaued" after a few of them;
+# :func:`legacy_plateau_stop` replays it for the comparison in docs/training.md. A run stopped by an older version is
+# judged again by this one when its sweep runs (pipeline.sweep.grid.rejudge_plateau).
+PLATEAU_RULE = 2
 
 
-def counts_toward_plateau(step: int, prune_at: Sequence[int], after_leaving_start: bool = False,
-                          has_left_start: bool = False) -> bool:
-    """Whether the evaluation at ``step`` counts for the plateau rule: from the last pruning checkpoint on, and, with
-    ``after_leaving_start``, only once the run has left its starting plateau (``has_left_start``)."""
-    if after_leaving_start and not has_left_start:
+def plateau_window(training, step: int) -> int:
+    """The batches over which the plateau rule judges a run at ``step``: ``plateau_patience`` evaluations, or
+    ``plateau_window_fraction`` of the batches trained (rounded up to whole perplexity windows), the larger."""
+    least = training.plateau_patience * training.eval_every
+    every = training.perplexity_every
+    grown = math.ceil(training.plateau_window_fraction * step / every - 1e-9) * every
+    return max(least, grown)
+
+
+def counted_from(training, left_start_at: int | None) -> int | None:
+    """The first batch whose evaluation the plateau rule counts (None: none yet): the last pruning checkpoint, and
+    with ``plateau_after_leaving_start`` not before the run has left its starting plateau (``left_start_at``)."""
+    start = max(training.prune_at, default=0)
+    if training.plateau_after_leaving_start:
+        if left_start_at is None:
+            return None
+        start = max(start, left_start_at)
+    return start
+
+
+def plateaued(windows: Sequence[tuple[int, float]], step: int, training, left_start_at: int | None) -> bool:
+    """Whether the plateau rule stops a run at the evaluation at batch ``step``, given its training-perplexity log
+    ``windows`` ((batch, perplexity) of every ``perplexity_every`` window closed so far). With ``W`` =
+    :func:`plateau_window` and only batches from :func:`counted_from` on:
+
+    1. the reference has stood for at least ``W`` batches: the reference is the perplexity at the first counted
+       evaluation, replaced by a later evaluation's only where that one :func:`improves` on it by more than
+       ``plateau_tolerance`` (so a slow steady fall moves it every few evaluations; a fall below the tolerance at
+       every evaluation does not keep a run from being judged, as the mean below does);
+    2. the log covers ``2 W`` counted batches, and the mean of the windows of the last ``W`` is not more than the
+       tolerance below the mean of the ``W`` before: ``not`` :func:`still_improving` over them (perplexity, or
+       cross-entropy beyond its noise).
+
+    Both hold for a flat run, noise and all; neither for a run still falling by more than the tolerance per window."""
+    if not training.plateau_patience:
         return False
-    return step >= max(prune_at, default=0)
+    start = counted_from(training, left_start_at)
+    if start is None:
+        return False
+    width = plateau_window(training, step)
+    if step - 2 * width < start:
+        return False
+    reference, since = math.nan, None
+    for batch, perplexity in windows:
+        if batch < start or batch > step or batch % training.eval_every or math.isnan(perplexity):
+            continue
+        if since is None or improves(perplexity, reference, training.plateau_tolerance):
+            reference, since = perplexity, batch
+    if since is None or step - since < width:
+        return False
+    span = [p for batch, p in windows if step - 2 * width < batch <= step]
+    return not still_improving(span, window=width // training.perplexity_every, tolerance=training.plateau_tolerance)
+
+
+def plateau_stop(windows: Sequence[tuple[int, float]], training, left_start_at: int | None,
+                 until: int | None = None) -> int | None:
+    """The first evaluation at which :func:`plateaued` stops a run with this log (up to batch ``until``), or None:
+    what the monitor decides as the run trains, replayed on a finished run's ``metrics.csv``."""
+    for batch, _ in windows:
+        if until is not None and batch > until:
+            break
+        if batch % training.eval_every == 0 and plateaued(windows, batch, training, left_start_at):
+            return batch
+    return None
+
+
+def legacy_plateau_stop(windows: Sequence[tuple[int, float]], training, left_start_at: int | None) -> int | None:
+    """Where version 1 of the plateau rule (before 2026-11-28) stopped a run with this log: ``plateau_patience``
+    evaluations in a row without beating the lowest perplexity so far by the tolerance, where every new low, however
+    small, became the reference. Kept only to replay the archived runs' stops (docs/training.md); nothing trains by
+    it."""
+    if not training.plateau_patience:
+        return None
+    best, stall = math.nan, 0
+    for batch, perplexity in windows:
+        start = counted_from(training, left_start_at)
+        if batch % training.eval_every or start is None or batch < start:
+            continue
+        if math.isnan(perplexity):
+            stall += 1
+        elif math.isnan(best) or improves(perplexity, best, training.plateau_tolerance):
+            best, stall = perplexity, 0
+        else:
+            best, stall = min(best, perplexity), stall + 1
+        if stall >= training.plateau_patience:
+            return batch
+    return None
 
 
 def trend_span(windows: int, window: int = 10) -> int:
@@ -131,8 +210,12 @@ def describe(training) -> str:
         if training.plateau_after_leaving_start:
             after += (f" (counted once training perplexity has fallen to {LEFT_START_RATIO:g} × its first window's: "
                       "the run has left its starting plateau)")
-        parts.append(f"plateau once training perplexity has not improved by {training.plateau_tolerance:.0%} (nor "
-                     f"its log, the cross-entropy) for {training.plateau_patience} evaluations{after}")
+        window = f"{training.plateau_patience} evaluations ({training.plateau_patience * training.eval_every:,} batches)"
+        if training.plateau_window_fraction:
+            window += f" or {training.plateau_window_fraction:.0%} of the batches trained, the larger"
+        parts.append(f"plateau once training perplexity has not beaten its reference by {training.plateau_tolerance:.0%} "
+                     f"(nor its log, the cross-entropy) for a window of {window}, and its mean over that window is "
+                     f"within {training.plateau_tolerance:.0%} of the window before's{after}")
     if training.prune_at:
         parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
                      f"> {training.prune_ratio:g} × its first window's")
