@@ -186,7 +186,8 @@ class TrainingConfig:
         for key in ("plateau_patience",):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{path}.{key} must be >= 0 (0 turns it off), got {getattr(self, key)!r}")
-        if not (math.isfinite(self.plateau_window_fraction) and 0 <= self.plateau_window_fraction < 0.5):
+        fraction = self.plateau_window_fraction
+        if not (math.isfinite(fraction) and 0 <= fraction < 0.5):
             raise ConfigError(f"{path}.plateau_window_fraction must lie in [0, 0.5) (the share of the batches trained "
                               f"that the plateau rule judges a run on; 0: plateau_patience evaluations alone; from 0.5 two windows never "
                               f"fit in the batches trained), got "

@@ -64,7 +64,8 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
             continue
         if status.state != "running":  # a running run's worker owns its config until it ends
             claim_run_directory(status.config, status.run_dir)
-        if (status.state == "pruned" and retry_pruned) or (status.state == "finished" and rejudged_stop(status.run_dir)):
+        rejudged = status.state == "finished" and rejudged_stop(status.run_dir)
+        if (status.state == "pruned" and retry_pruned) or rejudged:
             reopen_run(status.run_dir)
             todo.append(status.run_dir)
         if status.state in TO_GO or (status.state == "failed" and retry_failed):

@@ -210,12 +210,14 @@ def describe(training) -> str:
         if training.plateau_after_leaving_start:
             after += (f" (counted once training perplexity has fallen to {LEFT_START_RATIO:g} × its first window's: "
                       "the run has left its starting plateau)")
-        window = f"{training.plateau_patience} evaluations ({training.plateau_patience * training.eval_every:,} batches)"
+        least = training.plateau_patience * training.eval_every
+        window = f"{training.plateau_patience} evaluations ({least:,} batches)"
         if training.plateau_window_fraction:
             window += f" or {training.plateau_window_fraction:.0%} of the batches trained, the larger"
-        parts.append(f"plateau once training perplexity has not beaten its reference by {training.plateau_tolerance:.0%} "
-                     f"(nor its log, the cross-entropy) for a window of {window}, and its mean over that window is "
-                     f"within {training.plateau_tolerance:.0%} of the window before's{after}")
+        tolerance = f"{training.plateau_tolerance:.0%}"
+        parts.append(f"plateau once training perplexity has not beaten its reference by {tolerance} (nor its log, the "
+                     f"cross-entropy) for a window of {window}, and its mean over that window is within {tolerance} "
+                     f"of the window before's{after}")
     if training.prune_at:
         parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
                      f"> {training.prune_ratio:g} × its first window's")
