@@ -189,9 +189,8 @@ class TrainingConfig:
         fraction = self.plateau_window_fraction
         if not (math.isfinite(fraction) and 0 <= fraction < 0.5):
             raise ConfigError(f"{path}.plateau_window_fraction must lie in [0, 0.5) (the share of the batches trained "
-                              f"that the plateau rule judges a run on; 0: plateau_patience evaluations alone; from 0.5 two windows never "
-                              f"fit in the batches trained), got "
-                              f"{self.plateau_window_fraction!r}")
+                              "that the plateau rule judges a run on; 0: plateau_patience evaluations alone; from 0.5 "
+                              f"two windows never fit in the batches trained), got {fraction!r}")
         for key in ("plateau_tolerance", "prune_ratio"):
             if not 0 < getattr(self, key) < 1:
                 raise ConfigError(f"{path}.{key} must lie in (0, 1), got {getattr(self, key)!r}")
