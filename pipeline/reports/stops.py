@@ -62,10 +62,53 @@ def replay(run_dir: Path) -> Replay | None:
 
 def rejudged_stop(run_dir: Path) -> bool:
     """Whether a finished run that version 1 of the plateau rule stopped is to train on: the rule in force would not
-    have stopped it where it stopped. A run judged by the rule in force already (its results record
-    ``plateau_rule``), or stopped for another reason, is left as it is."""
+    have stopped it by then. A run the rule in force stops there or sooner stands (it trained past its plateau, which
+    changes no verdict); one judged by the rule in force already (its results record ``plateau_rule``), or stopped
+    for another reason, is left as it is."""
     results = RunDir(run_dir).read_results()
     if results is None or stop_reason(results) != "plateau" or results.get("plateau_rule", 1) >= PLATEAU_RULE:
         return False
-    judged = replay(run_dir)
-    return judged.stop != judged.batches
+    return replay(run_dir).stop is None
+
+
+ARCHIVES = ("reports/cpu/finished_runs", "reports/gpu/lstm/finished_runs", "reports/recipe/finished_runs",
+            "reports/recipe/itg/finished_runs", "reports/recipe/seeds/finished_runs")
+
+
+def replay_archives(archives=ARCHIVES) -> list[tuple[str, Replay]]:
+    """(archive, :class:`Replay`) of every finished run in ``archives`` whose config has a plateau rule."""
+    out = []
+    for archive in archives:
+        for run_dir in sorted(Path(archive).iterdir()):
+            folder = RunDir(run_dir)
+            if not folder.results_file.is_file() or not folder.read_config().training.plateau_patience:
+                continue
+            judged = replay(run_dir)
+            if judged is not None:
+                out.append((archive, judged))
+    return out
+
+
+def stops_table(replays: list[tuple[str, Replay]]) -> str:
+    """Markdown: the plateau stops of version 1 that the rule in force would not have made, with each run's fall over
+    its last window; and a line counting what was replayed."""
+    plateau = [(a, r) for a, r in replays if r.stop_reason == "plateau"]
+    reproduced = sum(r.legacy_stop == r.batches for _, r in plateau)
+    kept = sum(r.stop == r.batches for _, r in plateau)
+    sooner = [(a, r) for a, r in plateau if r.stop is not None and r.stop < r.batches]
+    moved = [(a, r) for a, r in plateau if r.stop is None]
+    lines = [f"Replayed: {len(replays)} archived runs with a plateau rule, {len(plateau)} of them stopped on it; the "
+             f"replay of version 1 stops {reproduced} of those where they stopped. Version 2 stops {kept} there, "
+             f"{len(sooner)} sooner ({', '.join(f'{r.run_id} at {r.stop:,}' for _, r in sooner) or 'none'}: flat "
+             f"already), and does not stop the other {len(moved)} by then; they train on:", "",
+             "| archive | run | v1 stopped it at | v2's window there | mean perplexity over that window, against the "
+             "window before |", "|---|---|---|---|---|"]
+    for archive, r in moved:
+        fall = "too short for two windows" if r.fall != r.fall else f"{-r.fall:+.1%}"
+        lines.append(f"| {archive.removeprefix('reports/').removesuffix('/finished_runs')} | {r.run_id} | "
+                     f"{r.batches:,} | {r.window:,} | {fall} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python -m pipeline.reports.stops: the table in docs/training.md
+    print(stops_table(replay_archives()))

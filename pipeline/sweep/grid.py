@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.config import ConfigError, SweepConfig, load_yaml
+from pipeline.provenance import check_committed
 from pipeline.rundir import TO_GO, RunDir
 from pipeline.sweep.status import sweep_root, sweep_status
 
@@ -54,6 +55,7 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
     from pipeline.training.run import claim_run_directory, reopen_run
 
     check_only(sweep, only)
+    check_committed()  # before any folder is written: the workers would refuse each run
     for task, reading in sorted({(run.task, run.length_distribution) for run in sweep.runs()
                                  if selected(run.run_id(), only)}):
         generate_eval_sets([task], length_distributions=[reading])
