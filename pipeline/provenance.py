@@ -26,6 +26,26 @@ def git_commit() -> str:
         return "unknown"
 
 
+# Set (to anything but "" or "0") to train on a working tree with uncommitted changes: `--allow-dirty` sets it for a
+# command and the workers it starts. Without it a run refuses such a tree, since the commit it records would not be
+# the code that trained it.
+ALLOW_DIRTY_ENV = "TRANSDUCE_ALLOW_DIRTY"
+
+
+def check_committed() -> None:
+    """Refuse to train on a checkout whose tracked files differ from its commit (``git_commit`` ends in ``-dirty``),
+    unless :data:`ALLOW_DIRTY_ENV` allows it: a run records the commit that trained it, and a report names it."""
+    if os.environ.get(ALLOW_DIRTY_ENV, "") not in ("", "0"):
+        return
+    commit = git_commit()
+    if commit.endswith("-dirty"):
+        from pipeline.config import ConfigError
+
+        raise ConfigError(f"the checkout at {REPO_ROOT} has uncommitted changes to tracked files (git status), so the "
+                          f"commit a run records ({commit}) would not be the code that trained it; commit them first, "
+                          f"or pass --allow-dirty ({ALLOW_DIRTY_ENV}=1) to train anyway and record it as -dirty")
+
+
 LOCK_FILE = REPO_ROOT / "requirements.lock"
 
 
@@ -75,6 +95,39 @@ def machine(device=None) -> str:
 
         where += f", GPU {torch.cuda.get_device_name(device)}"
     return where
+
+
+def pinned_torch() -> str:
+    """The torch version pyproject.toml pins (``torch==X``): what requirements.lock's environment runs on."""
+    import re
+
+    match = re.search(r'"torch==([^"]+)"', (REPO_ROOT / "pyproject.toml").read_text())
+    return match.group(1) if match else "unknown"
+
+
+def provenance_flags(results: dict) -> str:
+    """What a run's results say of the code and environment that trained it, where it is not the committed code on
+    the pinned torch: '' when clean, else e.g. 'modified checkout (13aa218-dirty); torch 2.11.0+cu130'."""
+    flags = []
+    dirty = [c for c in str(results.get("commit", "")).split() if c.endswith("-dirty")]
+    if dirty:
+        flags.append("modified checkout (" + ", ".join(c[:7] + "-dirty" for c in dirty) + ")")
+    built = str(results.get("torch") or "")
+    version = built.removeprefix("torch ").split(",")[0].split("+")[0]
+    if not built:
+        flags.append("torch not recorded")
+    elif version != pinned_torch():
+        flags.append(f"torch {built.removeprefix('torch ').split(',')[0]}")
+    return "; ".join(flags)
+
+
+def torch_build() -> str:
+    """'torch 2.13.0+cpu, AVX2': the build and the CPU kernels it dispatched to. Two machines with one torch version
+    and one code give different floats where these differ (AVX-512 and AVX2 kernels sum in another order), so a run
+    retrained elsewhere is the same run only up to its first rounding: results record it beside ``machine``."""
+    import torch
+
+    return f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}"
 
 
 def current_command() -> str:

@@ -18,7 +18,8 @@ def run(seed, ppl, test_coarse, lr=1e-3, state="finished", stop="converged", mod
                 state=state,
                 batches=batches, stop_reason=stop if state in ("finished", "pruned") else None, train_perplexity=ppl,
                 train_coarse=train, train_fine=train, test_coarse=test_coarse, test_fine=test_coarse,
-                learned=train >= 0.99, still_improving=improving, trend_batches=1000, left_start_at=left_start_at,
+                learned=train >= 0.99, still_improving=improving, trend_batches=1000, trend_tolerance=0.02,
+                left_start_at=left_start_at, start="", provenance="", unconfirmed_plateau=False,
                 run_id=f"{task}-{model}-{lr:g}-s{seed}", commit="abc")
 
 
@@ -39,8 +40,9 @@ def test_selection_takes_the_lowest_finite_perplexity_of_done_runs():
     ((1.0, 1.0, 0.94, 0.99), "converged", False, True, "disagrees at convergence"),
     ((0.30, 0.60, 0.10, 0.40), "budget", True, True, "budget-limited"),
     ((0.30, 0.60, 0.10, 0.40), "budget", True, False, "budget-limited"),  # still falling: the cap decided
-    ((0.30, 0.60, 0.10, 0.40), "budget", False, True, "disagrees at convergence"),
-    ((0.30, 0.60, 0.10, 0.40), "budget", False, False, "stopped on its starting plateau"),
+    # a cap ends no run at convergence, flat or not: the evidence says which
+    ((0.30, 0.60, 0.10, 0.40), "budget", False, True, "budget-limited"),
+    ((0.30, 0.60, 0.10, 0.40), "budget", False, False, "budget-limited"),
     ((0.30, 0.60, 0.10, 0.40), "pruned", False, True, "disagrees at convergence"),
     ((0.30, 0.60, 0.10, 0.40), "pruned", False, False, "stopped on its starting plateau"),
     ((0.30, 0.60, 0.10, 0.40), "plateau", True, True, "disagrees at convergence"),
@@ -172,7 +174,7 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     assert cell.continued_batches == 23500 and cell.continued_in == "stack-copy-40k"
     assert "continued outside the profile (`stack-copy-40k`" in cell.evidence
     assert "training 0.10 / 0.40" in cell.evidence
-    assert "plateaued, though its last 1,000 batches were still below" in cell.evidence  # falling: said, not hidden
+    assert "plateaued, though its last 2,400 batches were still below" in cell.evidence  # 10% of 23,500
     assert cell.train_coarse == 0.0  # the table's numbers stay the profile's run's
 
     still = {"copy-stack-0.001-s0": dict(later, stop_reason="budget", still_improving=True)}

@@ -15,6 +15,7 @@ import torch
 import yaml
 
 from pipeline.config import MODEL_NAMES, ModelConfig, RunConfig, TrackingConfig, TrainingConfig, to_dict
+from pipeline.rundir import RunDir
 from pipeline.training.run import evaluate_run, train
 
 
@@ -42,9 +43,11 @@ def test_every_model_learns_on_the_real_training_loop(model, tmp_path, cache_dir
     assert results["batches"] == 40 and results["selected_step"] in (20, 40)
     for key in ("train_coarse", "train_fine", "test_coarse", "test_fine", "long_coarse", "long_fine"):
         assert 0.0 <= results[key] <= 1.0
-    assert results["torch"] == torch.__version__ and "usable cores" in results["machine"]
+    assert results["torch"].startswith(f"torch {torch.__version__}, ") and "usable cores" in results["machine"]
     assert "GPU" not in results["machine"]  # trained on the CPU (tests/test_cuda.py: a GPU run names its GPU)
     assert (run_dir / "checkpoints" / "best.ckpt").is_file() and (run_dir / "accuracy_by_length.csv").is_file()
+    for split, n in results["eval_sizes"].items():  # where the first error falls: every evaluated sequence counted
+        assert sum(count for _, count in RunDir(run_dir).read_first_errors(split)) == n
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert saved == to_dict(tiny_config(model).resolved())  # the model's start as numbers, never "default"
     assert "default" not in saved["model"].values()

@@ -22,26 +22,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import MODEL_NAMES, SweepConfig, config_hash
-from pipeline.models import DISPLAY_NAMES
+from pipeline.config import MODEL_NAMES, SweepConfig, TrainingConfig, config_hash
+from pipeline.models import DISPLAY_NAMES, memory_of
+from pipeline.provenance import provenance_flags
 from pipeline.reports.published import table3 as published_table3
+from pipeline.reports.stops import rejudged_stop
 from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
-from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_improving, trend_span
+from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_falling, trend_window
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "stopped on its starting plateau", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
-               "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "test_coarse_by_length",
-               "start_perplexity", "left_start_at", "run_id", "commit"]
+               "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
+               "test_coarse_by_length",
+               "start_perplexity", "left_start_at", "start", "provenance", "unconfirmed_plateau", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
     + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
-       "median_batches_to_converge", "verdict", "evidence", "continued_batches", "continued_in", "run_id", "commit"]
+       "median_batches_to_converge", "verdict", "evidence", "continued_batches", "continued_in", "start",
+       "left_start", "provenance", "run_id", "commit"]
 )
 
 
@@ -58,29 +62,58 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     for status in sweep_status(sweep, runs_root):
         run = status.config
         logged = logged_values(logged_rows(status.run_dir), "train/perplexity")
+        results = RunDir(status.run_dir).read_results() if status.state in DONE else None
+        end = results["batches"] if results else status.batches_done
+        logged = [(step, p) for step, p in logged if step <= end]  # a reopened run's log may run past its results
         perplexities = [p for _, p in logged]
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    state=status.state,
                    batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
                    **{m: math.nan for m in METRICS}, learned=False,
-                   still_improving=still_improving(perplexities),
-                   # the batches each half of that trend check covers: the report says them, not a fixed 1,000
-                   trend_batches=trend_span(len(perplexities)) * run.training.perplexity_every,
-                   test_coarse_by_length="", run_id=run.run_id(), commit="",
+                   # the plateau rule's own trend check over its own window (stopping.still_falling): the report says
+                   # the batches each half covers and the tolerance
+                   still_improving=still_falling(logged, run.training, end),
+                   trend_batches=min(trend_window(run.training, end), end // 2 // run.training.perplexity_every
+                                     * run.training.perplexity_every),
+                   trend_tolerance=run.training.plateau_tolerance,
+                   test_coarse_by_length="", run_id=run.run_id(), commit="", start=start_of(run.model),
+                   provenance="", unconfirmed_plateau=False,
                    # its first window's training perplexity: near the uniform guess over the output symbols
                    start_perplexity=perplexities[0] if perplexities else math.nan,
                    # the first batch whose window fell to half the first's: it left its starting plateau there
                    left_start_at=next((step for step, p in logged if left_start(perplexities[0], p)), None))
-        if status.state in DONE:
-            results = RunDir(status.run_dir).read_results()
+        if results is not None:
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
                        train_perplexity=results["train_perplexity"], commit=results.get("commit", ""),
+                       provenance=provenance_flags(results),
+                       # stopped by version 1 of the plateau rule where version 2 would not have stopped it: it
+                       # trains on when its sweep runs again (pipeline.reports.stops), and no verdict rests on it
+                       unconfirmed_plateau=rejudged_stop(status.run_dir),
                        **{m: results[m] for m in METRICS})
             row["learned"] = results["train_coarse"] >= LEARNED_COARSE
             row["test_coarse_by_length"] = length_ends(RunDir(status.run_dir).read_accuracy_by_length("test"))
         rows.append(row)
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def start_of(model) -> str:
+    """A memory model's start as Table 3 shows it: the initial biases of its push and pop ("init": nn.Linear's
+    initialisation, about 0), both ends for the DeQue, and any study probe set; '' for an LSTM."""
+    kind = memory_of(model.name)
+    if kind is None:
+        return ""
+    value = lambda x: "init" if x is None else f"{x:+g}"  # noqa: E731
+    if kind.ends == 2:
+        bottom_push = value(model.push_bias if model.bottom_push_bias is None else model.bottom_push_bias)
+        bottom_pop = value(model.pop_bias if model.bottom_pop_bias is None else model.bottom_pop_bias)
+        text = (f"top push {value(model.push_bias)} pop {value(model.pop_bias)}, "
+                f"bottom push {bottom_push} pop {bottom_pop}")
+    else:
+        text = f"push {value(model.push_bias)} pop {value(model.pop_bias)}"
+    probes = [f"{key} {getattr(model, key)}" for key in ("bottom_read_gain", "value_gain", "bottom_read_heard_from")
+              if getattr(model, key) is not None]
+    return "; ".join([text, *probes])
 
 
 def select_models(runs: pd.DataFrame) -> pd.DataFrame:
@@ -99,19 +132,20 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool, left: bo
 
     * **reproduced**: all four values within :data:`TOLERANCE` of the paper's;
     * **better**: none more than the tolerance below the paper's, at least one more than it above;
-    * **budget-limited**: otherwise, if the run hit its batch cap with its training perplexity still falling;
+    * **budget-limited**: otherwise, if the run hit its batch cap (still falling or flat: the evidence says which;
+      a run its cap stopped was not judged converged by any rule);
     * **stopped on its starting plateau**: otherwise, if the run never ``left`` the plateau it started on (its
       training perplexity never fell to :data:`LEFT_START_RATIO` of its first window's): a plateau stop, a pruning or
       a flat cap there shows where training had not yet begun, not where it converges;
-    * **disagrees at convergence**: otherwise: the run converged, or plateaued or hit its cap with a flat perplexity
-      after leaving its start, and its numbers differ from the paper's.
+    * **disagrees at convergence**: otherwise: the run converged, or plateaued after leaving its start, and its
+      numbers differ from the paper's.
     """
     diffs = [ours[m] - paper[m] for m in METRICS]
     if all(abs(d) <= TOLERANCE + 1e-9 for d in diffs):
         return "reproduced"
     if all(d >= -TOLERANCE - 1e-9 for d in diffs):
         return "better"
-    if stop == "budget" and improving:
+    if stop == "budget":
         return "budget-limited"
     if not left:
         return "stopped on its starting plateau"
@@ -149,7 +183,8 @@ def has_left_start(run: pd.Series) -> bool:
 
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
-    the run's own log (``trend_batches`` each side: 1,000 for a long run, less for a short one)."""
+    the run's own log as the plateau rule judges it (``trend_batches`` each side, the rule's window at the run's end:
+    2,000 batches or 10% of the run in the cpu profile; ``trend_tolerance``, the profile's plateau tolerance)."""
     pruned = int((cell.state == "pruned").sum())
     stop = selected.stop_reason
     ppl = f"training perplexity {selected.train_perplexity:.4g}"
@@ -163,9 +198,10 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         if selected.still_improving:
             text += f", {still_falling_after_plateau(span)}"
     else:
-        trend = (f"still falling (last {span} batches below the {span} before: > 1% in perplexity, or in "
+        tolerance = f"{selected.get('trend_tolerance', 0.01):.0%}"
+        trend = (f"still falling (last {span} batches below the {span} before: > {tolerance} in perplexity, or in "
                  "cross-entropy beyond its noise)" if selected.still_improving
-                 else f"flat (last {span} batches not below the {span} before by 1% in perplexity, nor in "
+                 else f"flat (last {span} batches not below the {span} before by {tolerance} in perplexity, nor in "
                       "cross-entropy beyond its noise)")
         if not selected.trend_batches:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
@@ -195,11 +231,13 @@ def continuation(folder: Path) -> dict:
     results = RunDir(folder).read_results()
     if results is None:
         raise DamagedRun(f"{RunDir(folder).results_file}: missing")
-    perplexities = [p for _, p in logged_values(logged_rows(folder), "train/perplexity")]
-    every = RunDir(folder).read_config().training.perplexity_every if RunDir(folder).config_file.is_file() else 100
-    return dict(run_id=results["run_id"], name=Path(folder).name, batches=int(results["batches"]),
+    logged = logged_values(logged_rows(folder), "train/perplexity")
+    perplexities = [p for _, p in logged]
+    training = RunDir(folder).read_config().training if RunDir(folder).config_file.is_file() else TrainingConfig()
+    batches = int(results["batches"])
+    return dict(run_id=results["run_id"], name=Path(folder).name, batches=batches,
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
-                still_improving=still_improving(perplexities), trend_batches=trend_span(len(perplexities)) * every,
+                still_improving=still_falling(logged, training, batches), trend_batches=trend_window(training, batches),
                 left_start=any(left_start(perplexities[0], p) for p in perplexities),
                 **{m: results[m] for m in METRICS})
 
@@ -246,7 +284,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
             if chosen is not None and (task, model) in chosen.index:
                 r = chosen.loc[(task, model)]
                 row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity",
-                                               *METRICS, "run_id", "commit")})
+                                               *METRICS, "start", "provenance", "run_id", "commit")})
+                row["left_start"] = has_left_start(r)
                 for m in METRICS:
                     row[f"diff_{m}"] = r[m] - row[f"paper_{m}"]
                 seeds = done[done.setting == r.setting]
@@ -255,6 +294,11 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                            verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
                                            r.stop_reason, bool(r.still_improving), has_left_start(r)),
                            evidence=evidence(r, cell))
+                if r.unconfirmed_plateau and row["verdict"] not in ("reproduced", "better"):
+                    row.update(verdict="budget-limited", evidence=(
+                        f"stopped at batch {int(r.batches):,} by version 1 of the plateau rule, which the rule in "
+                        "force does not confirm there (it trains on when its sweep runs again): its numbers are where "
+                        "it was cut short, not where it converges; " + row["evidence"]))
                 later = (continuations or {}).get(r.run_id)
                 if row["verdict"] == "budget-limited" and later is not None and later["batches"] > r.batches:
                     judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS})
@@ -274,6 +318,11 @@ def summary_line(table: pd.DataFrame) -> str:
     line = (f"{counts['reproduced']} of {len(table)} cells reproduced, {counts['better']} better, "
             f"{counts['budget-limited']} budget-limited, {counts['stopped on its starting plateau']} stopped on "
             f"their starting plateau, {counts['disagrees at convergence']} disagree at convergence")
+    never_left = table[table.run_id.notna() & (table.left_start == False)]  # noqa: E712 (a column of objects)
+    if len(never_left) > counts["stopped on its starting plateau"]:
+        others = never_left[never_left.verdict != "stopped on its starting plateau"].verdict.value_counts()
+        line += (f" ({len(never_left)} selected runs never left their starting plateau: those, and "
+                 + ", ".join(f"{n} {verdict}" for verdict, n in others.items()) + ")")
     outside = int((~table.in_profile).sum())
     without = int((table.in_profile & table.run_id.isna()).sum())
     extras = ([f"{outside} not in this profile"] if outside else []) + (
@@ -299,12 +348,16 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
         "± standard deviation over the done runs of the selected run's setting (all but the seed; n). *Runs*: tried /",
         f"learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged at*: median batches of the runs that",
         f"converged or plateaued. Verdicts: within {TOLERANCE} of the paper on all four values = reproduced; none",
-        f"{TOLERANCE} below and some above = better; else budget-limited (cap hit, perplexity still falling),",
+        f"{TOLERANCE} below and some above = better; else budget-limited (its cap stopped it, perplexity still falling",
+        "or flat: the evidence says which; no rule judged it converged),",
         "stopped on its starting plateau (stopped while its training perplexity had never fallen to "
         f"{LEFT_START_RATIO:g} ×",
         "its first window's: it had not begun to learn, so it says nothing of where training converges) or",
         "disagrees at convergence (evidence in the last column). A budget-limited run continued outside the profile",
         "(same run, cap raised: `reports/experiments/`) is judged where the continuation ended; the evidence says so.",
+        "*Start*: the initial biases of the selected memory model's push and pop signals (init: nn.Linear's, about",
+        "0; the DeQue's two ends), and any probe set. A selected run trained on a modified checkout, or with another",
+        "torch than the pinned one, says so in its *selected run* cell.",
     ]
     for task in TASK_NAMES:
         part = table[table.task == task]
@@ -329,6 +382,11 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
             spread = (f"{r.test_coarse_mean:.2f} ± {_value(r.test_coarse_std)} (n={int(r.seeds_at_selected)})")
             converged = "—" if pd.isna(r.median_batches_to_converge) else f"{r.median_batches_to_converge:,.0f}"
             chosen = f"h{int(r.hidden)}, lr {r.lr:g}, seed {int(r.seed)}, {int(r.batches):,} batches"
+            if isinstance(r.start, str) and r.start:
+                chosen += f"; start: {r.start}"
+            if isinstance(r.provenance, str) and r.provenance:
+                chosen += f"; trained with a {r.provenance}" if r.provenance.startswith("modified") else \
+                    f"; trained with {r.provenance}"
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {spread} | {r.runs} / {r.learned} / {r.pruned} | "
                          f"{converged} | **{r.verdict}** | {chosen} | {r.evidence} |")
     return "\n".join(lines) + "\n"

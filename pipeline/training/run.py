@@ -33,7 +33,15 @@ from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.files import atomic_write_text
 from pipeline.paths import RUNS_DIR
-from pipeline.provenance import current_command, git_commit, lock_hash, machine, workers_sharing
+from pipeline.provenance import (
+    check_committed,
+    current_command,
+    git_commit,
+    lock_hash,
+    machine,
+    torch_build,
+    workers_sharing,
+)
 from pipeline.rundir import DamagedRun, RunDir, results_cover, stop_reason
 from pipeline.runlock import claim_owner, lock_owner, run_lock
 from pipeline.runtime import configure_cpu_process, resolve_device
@@ -178,6 +186,7 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     :class:`RunBusy` when another process holds it; ``locked`` says the caller (a sweep worker) holds it already."""
     config.validate()
     config = config.resolved()  # the model's start as this code defines it, in the checkpoints and results too
+    check_committed()  # the commit a run records is the code that trains it (or says -dirty, when allowed)
     resolve_device(accelerator)  # an unknown accelerator, or cuda where there is none: refused before any work
     run_dir = Path(run_dir) if run_dir is not None else run_directory(config)
     if locked:
@@ -395,6 +404,8 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     scores = {split: evaluate(module.model, eval_sets[split].pairs[:n], module.vocab) for split in EVAL_SPLITS}
     RunDir(run_dir).write_accuracy_by_length(
         [dict(split=split, **row) for split, s in scores.items() for row in s.by_source_length()])
+    RunDir(run_dir).write_first_errors(
+        [dict(split=split, **row) for split, s in scores.items() for row in s.first_errors()])
     config = module.config
     return {
         "run_id": config.run_id(),
@@ -417,7 +428,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
         "lock": lock_hash(),  # the environment that finished it (requirements.lock)
         "machine": machine(trained_on),  # where its seconds were measured (its GPU, if any), beside how many
-        "torch": torch.__version__,  # requirements.lock pins everything else; torch is installed apart (its build)
+        "torch": torch_build(),  # the lock pins everything else; torch is installed apart (its build, its kernels)
         "workers": workers_sharing(),
         "command": current_command(),
         "host_threads": torch.get_num_threads(),
