@@ -27,6 +27,7 @@ from pipeline.data.encoding import IGNORE_INDEX, Batch, JointVocabulary, collate
 from pipeline.models.base import TransductionModel
 from pipeline.tasks import Pair
 
+FIRST_ERROR_BINS = 10  # first_errors.csv: where the first error falls, by tenth of the target
 EVAL_BATCH_SIZE = 50  # fastest on one CPU thread for these models (measured: docs/training.md)
 
 
@@ -55,6 +56,25 @@ class Scores:
                              coarse=coarse_accuracy(self.correct_prefix[sel], self.target_lengths[sel]),
                              fine=fine_accuracy(self.correct_prefix[sel], self.target_lengths[sel])))
         return rows
+
+    def first_errors(self, bins: int = FIRST_ERROR_BINS) -> list[dict]:
+        """Where in the target the first wrong symbol falls: the sequences per tenth of the target (``where`` 0: its
+        first tenth, </s> counted as its last symbol) and those without an error (``where`` "none"), with the mean
+        target length of each group. What tells a model that fails at the start (the reordering of an ITG rule) from
+        one that drifts late (a memory that runs out), without the checkpoint."""
+        wrong = self.correct_prefix < self.target_lengths
+        where = torch.div(self.correct_prefix[wrong] * bins, self.target_lengths[wrong], rounding_mode="floor")
+        rows = []
+        for b in range(bins):
+            sel = where == b
+            lengths = self.target_lengths[wrong][sel]
+            rows.append(dict(where=b, n=int(sel.sum()), mean_target_length=_mean(lengths)))
+        rows.append(dict(where="none", n=int((~wrong).sum()), mean_target_length=_mean(self.target_lengths[~wrong])))
+        return rows
+
+
+def _mean(values: Tensor) -> str:
+    return f"{values.double().mean().item():.1f}" if len(values) else ""
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

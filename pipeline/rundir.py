@@ -8,6 +8,7 @@
     results.<batches>.json    the results of a run before it was extended or reopened
     failed.json               why the last attempt failed (a sweep's worker writes it)
     accuracy_by_length.csv    coarse/fine per source length on the cached train, test and long sets
+    first_errors.csv          where in the target the first error falls (by tenth), per split (final evaluation)
     commits.txt               the commits that trained it, oldest first
     train.log                 a sweep worker's output
     traces/                   memory traces drawn by the report
@@ -49,6 +50,7 @@ TIMINGS = "timings.csv"
 RESULTS = "results.json"
 FAILED = "failed.json"
 ACCURACY_BY_LENGTH = "accuracy_by_length.csv"
+FIRST_ERRORS = "first_errors.csv"
 COMMITS = "commits.txt"
 TRAIN_LOG = "train.log"
 CHECKPOINTS = "checkpoints"
@@ -59,8 +61,8 @@ REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (
 
 # What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
 # archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
-OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, REOPEN)
-ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, COMMITS, TRAIN_LOG)
+OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, REOPEN)
+ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, COMMITS, TRAIN_LOG)
 ARCHIVED_GLOBS = ("results.*.json", f"{TRACES}/*.json.gz")
 # The accuracies results.json holds (each in [0, 1]: RunDir.check)
 ACCURACIES = tuple(f"{split}_{grain}" for split in ("train", "test", "long") for grain in ("coarse", "fine"))
@@ -124,6 +126,7 @@ class RunDir:
     results_file = property(lambda self: self.path / RESULTS)
     failed_file = property(lambda self: self.path / FAILED)
     accuracy_file = property(lambda self: self.path / ACCURACY_BY_LENGTH)
+    first_errors_file = property(lambda self: self.path / FIRST_ERRORS)
     commits_file = property(lambda self: self.path / COMMITS)
     log_file = property(lambda self: self.path / TRAIN_LOG)
     checkpoints = property(lambda self: self.path / CHECKPOINTS)
@@ -196,6 +199,21 @@ class RunDir:
         header = ["split", "source_length", "n", "coarse", "fine"]
         atomic_write_text(self.accuracy_file, "\n".join([",".join(header)]
                                                         + [",".join(str(r[k]) for k in header) for r in rows]) + "\n")
+
+    def write_first_errors(self, rows: list[dict]) -> None:
+        header = ["split", "where", "n", "mean_target_length"]
+        lines = [",".join(header)] + [",".join(str(r[k]) for k in header) for r in rows]
+        atomic_write_text(self.first_errors_file, "\n".join(lines) + "\n")
+
+    def read_first_errors(self, split: str) -> list[tuple[str, int]]:
+        """(where, sequences) of ``split`` from ``first_errors.csv`` (none from a run finished before it existed)."""
+        if not self.first_errors_file.exists():
+            return []
+        _, rows = read_complete_rows(self.first_errors_file)
+        try:
+            return [(r["where"], int(r["n"])) for r in rows if r["split"] == split]
+        except (KeyError, ValueError) as error:
+            raise DamagedRun(f"{self.first_errors_file}: unreadable ({error})") from None
 
     def write_timings(self, timings: list[tuple[int, float]]) -> None:
         atomic_write_text(self.timings_file, "step,elapsed_s\n" + "".join(f"{s},{t}\n" for s, t in timings))
