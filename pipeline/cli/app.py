@@ -124,3 +124,21 @@ def load_profile(profile: Path):
     from pipeline.sweep import load_sweep
 
     return load_sweep(profile)
+
+
+ALLOW_DIRTY_HELP = ("Train on a checkout with uncommitted changes to tracked files (runs record the commit as "
+                    "'-dirty'); refused otherwise.")
+
+
+def allow_dirty_option():
+    return typer.Option(False, "--allow-dirty", help=ALLOW_DIRTY_HELP)
+
+
+def allow_dirty(allowed: bool) -> None:
+    """``--allow-dirty``: for this command and every worker it starts (they inherit the environment)."""
+    if allowed:
+        import os
+
+        from pipeline.provenance import ALLOW_DIRTY_ENV
+
+        os.environ[ALLOW_DIRTY_ENV] = "1"

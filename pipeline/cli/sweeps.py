@@ -7,7 +7,17 @@ from pathlib import Path
 
 import typer
 
-from pipeline.cli.app import ModelName, TaskName, app, at_least, choices, fail, load_profile
+from pipeline.cli.app import (
+    ModelName,
+    TaskName,
+    allow_dirty,
+    allow_dirty_option,
+    app,
+    at_least,
+    choices,
+    fail,
+    load_profile,
+)
 from pipeline.config import MAX_POPULATION, ConfigError
 from pipeline.rundir import RunDir
 
@@ -37,8 +47,10 @@ def sweep(
     only: list[str] = typer.Option([], "--only", metavar="PATTERN",
                                    help="Run only the runs whose ids match this shell-style pattern (repeatable), "
                                         "e.g. '*-lstm[48]-*' to send the deep LSTMs to a GPU machine."),
+    dirty: bool = allow_dirty_option(),
 ) -> None:
     """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
+    allow_dirty(dirty)
     from pipeline.sweep import default_workers, submit_slurm, summary, sweep_status
     from pipeline.sweep.grid import check_only
 
@@ -203,8 +215,10 @@ def study(
     report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
                                                                   "nothing."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    dirty: bool = allow_dirty_option(),
 ) -> None:
     """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
+    allow_dirty(dirty)
     from pipeline.reports.kinds import check_kind
     from pipeline.reports.recipe import write_study_report
 

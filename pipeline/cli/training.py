@@ -13,6 +13,8 @@ from pipeline.cli.app import (
     ModelName,
     SplitName,
     TaskName,
+    allow_dirty,
+    allow_dirty_option,
     app,
     at_least,
     choices,
@@ -60,8 +62,10 @@ def train(
     reopen: bool = typer.Option(False, "--reopen", help="Continue a run that stopped early (pruned, converged, "
                                                         "plateau) from its last checkpoint, up to --max-batches."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    dirty: bool = allow_dirty_option(),
 ) -> None:
     """Train one model on one task; rerun the same command to resume after an interruption."""
+    allow_dirty(dirty)
     from pipeline.config import resolve_run_config
     from pipeline.training.run import RunStopped
     from pipeline.training.run import train as train_run

@@ -39,6 +39,7 @@ from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
 from pipeline.files import atomic_write_text
 from pipeline.models import memory_of
+from pipeline.provenance import check_committed
 from pipeline.rundir import RunDir, failure_record
 from pipeline.runlock import claim_owner, lock_owner, run_lock
 from pipeline.runtime import configure_cpu_process, resolve_device
@@ -362,6 +363,7 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
     run_dirs = [Path(d) for d in run_dirs]
     configs = [config.resolved() for config in configs]  # as train() does: the models' starts as this code defines
     check_population(configs, run_dirs)
+    check_committed()
     if width is not None and width < 1:
         raise ConfigError(f"a population's width must be at least 1, got {width!r}")
     device = resolve_device(accelerator)
