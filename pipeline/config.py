@@ -61,6 +61,14 @@ class ModelConfig:
     # symbol's id when the task's source and target alphabets are the same (the synthetic tasks); tasks whose
     # alphabets differ (the ITG tasks) keep separate ids. docs/recipe.md measures what it changes.
     target_inputs: Literal["separate", "shared"] = "separate"
+    # The order the source is read in: "forward", the paper's; "reversed", Sutskever et al. (2014)'s trick for
+    # sequence-to-sequence LSTMs (short dependencies between a source's start and its target's start). A baseline
+    # screen's option (docs/training.md): it changes what a task asks (reversal read reversed is copy), so never a
+    # default.
+    source_order: Literal["forward", "reversed"] = "forward"
+    # The initial bias of every LSTM forget gate (each layer of a deep LSTM, a memory model's controller): null keeps
+    # PyTorch's initialisation (about 0); 1 is Jozefowicz et al. (2015)'s remedy for gradients that vanish early.
+    forget_bias: float | None = None
     # Width of o = tanh(W_o h + b_o) before the output embedding; None: the embedding size (§3.4, Table 2).
     readout_width: int | None = None
     # The memory's start: the initial biases of its push signals (and, for the DeQue, of its bottom end's pop) that
@@ -108,6 +116,11 @@ class ModelConfig:
         for key in ("hidden", "memory_width", "embedding"):
             _positive(f"{path}.{key}", getattr(self, key))
             _at_most(f"{path}.{key}", getattr(self, key), MAX_WIDTH)
+        _choice(f"{path}.source_order", self.source_order, ("forward", "reversed"))
+        if self.forget_bias is not None and (isinstance(self.forget_bias, bool) or not isinstance(
+                self.forget_bias, (int, float)) or not math.isfinite(self.forget_bias) or abs(self.forget_bias) > 10):
+            raise ConfigError(f"{path}.forget_bias must be a finite number in [-10, 10] (the forget gates' initial "
+                              f"bias) or null, got {self.forget_bias!r}")
         if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
             raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
                               f"null, got {self.bottom_read_gain!r}")
@@ -268,7 +281,8 @@ class RunConfig:
 # plateau_window_fraction came with version 2 of the plateau rule (stopping.PLATEAU_RULE): the runs stopped by
 # version 1 keep their ids and are judged again by version 2 (the same run, trained on: pipeline.sweep.grid).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fraction": 0.1}
-LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None}
+LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None,
+                    "source_order": "forward", "forget_bias": None}
 
 
 def _without_later_keys(section: dict, later: dict) -> dict:

@@ -147,7 +147,7 @@ def greedy_decode(model: TransductionModel, source: Sequence[int], vocab: JointV
             on_read(token, state)
         return logits
 
-    for token in [vocab.BOS] + [vocab.source_offset + s for s in source]:
+    for token in [vocab.BOS] + [int(s) for s in vocab.source_ids(source)]:
         read(token)
     logits = read(vocab.SEP)
     outputs: list[int] = []

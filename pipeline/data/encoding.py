@@ -35,6 +35,7 @@ class JointVocabulary:
     source: tuple[str, ...]
     target: tuple[str, ...]
     shared: bool = False  # target symbols read through the source ids (only ever set when the alphabets agree)
+    reversed_source: bool = False  # the source read last symbol first (model.source_order: reversed)
 
     PAD: ClassVar[int] = 0
     BOS: ClassVar[int] = 1
@@ -45,12 +46,26 @@ class JointVocabulary:
             raise ValueError("shared input ids need identical source and target alphabets")
 
     @classmethod
-    def for_task(cls, task: Task, target_inputs: str = "separate") -> JointVocabulary:
-        """The numbering for ``task``; ``target_inputs`` is ``model.target_inputs`` ("separate" or "shared")."""
+    def for_task(cls, task: Task, target_inputs: str = "separate", source_order: str = "forward") -> JointVocabulary:
+        """The numbering for ``task``; ``target_inputs`` is ``model.target_inputs`` ("separate" or "shared"),
+        ``source_order`` ``model.source_order`` ("forward" or "reversed")."""
         if target_inputs not in ("separate", "shared"):
             raise ValueError(f"target_inputs must be 'separate' or 'shared', got {target_inputs!r}")
+        if source_order not in ("forward", "reversed"):
+            raise ValueError(f"source_order must be 'forward' or 'reversed', got {source_order!r}")
         source, target = tuple(task.source_vocab), tuple(task.target_vocab)
-        return cls(source, target, shared=target_inputs == "shared" and source == target)
+        return cls(source, target, shared=target_inputs == "shared" and source == target,
+                   reversed_source=source_order == "reversed")
+
+    @classmethod
+    def for_config(cls, task: Task, model) -> JointVocabulary:
+        """The numbering a model config asks for (``model.target_inputs``, ``model.source_order``)."""
+        return cls.for_task(task, model.target_inputs, model.source_order)
+
+    def source_ids(self, source) -> np.ndarray:
+        """Input ids of ``source`` in the order the model reads it."""
+        ids = np.asarray(source, dtype=np.int64) + self.source_offset
+        return ids[::-1] if self.reversed_source else ids
 
     @property
     def input_size(self) -> int:
@@ -104,7 +119,7 @@ def collate(pairs: list[Pair], vocab: JointVocabulary) -> Batch:
     """Encode ``pairs`` as one batch of joint sequences (see the module docstring for the layout)."""
     if not pairs:
         raise ValueError("cannot collate an empty list of pairs")
-    source_offset, target_offset = vocab.source_offset, vocab.target_offset
+    target_offset = vocab.target_offset
     source_lengths = np.array([len(p.source) for p in pairs], dtype=np.int64)
     target_lengths = np.array([len(p.target) for p in pairs], dtype=np.int64)
     lengths = source_lengths + target_lengths + 2
@@ -112,7 +127,7 @@ def collate(pairs: list[Pair], vocab: JointVocabulary) -> Batch:
     targets = np.full_like(inputs, IGNORE_INDEX)
     for row, (pair, k, n) in enumerate(zip(pairs, source_lengths, target_lengths)):
         inputs[row, 0] = vocab.BOS
-        inputs[row, 1:k + 1] = np.asarray(pair.source, dtype=np.int64) + source_offset
+        inputs[row, 1:k + 1] = vocab.source_ids(pair.source)
         inputs[row, k + 1] = vocab.SEP
         inputs[row, k + 2:k + 2 + n] = np.asarray(pair.target, dtype=np.int64) + target_offset
         targets[row, k + 1:k + 1 + n] = pair.target

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 from pipeline.config import ModelConfig
@@ -112,7 +113,29 @@ def build_model(config: ModelConfig, input_size: int, output_size: int) -> Trans
     """The architecture ``config.name`` for a task with these input and output vocabulary sizes."""
     if config.name not in MODELS:
         raise ValueError(f"unknown model {config.name!r}; choose one of: {', '.join(MODELS)}")
-    return MODELS[config.name].build(config.resolved(), input_size, output_size)
+    model = MODELS[config.name].build(config.resolved(), input_size, output_size)
+    if config.forget_bias is not None:
+        set_forget_bias(model, config.forget_bias)
+    return model
+
+
+def set_forget_bias(model: nn.Module, value: float) -> None:
+    """Start every LSTM forget gate of ``model`` at bias ``value`` (``model.forget_bias``): the input-side bias of
+    the forget slice (PyTorch's gate order i, f, g, o) set to it and the hidden-side one to 0, so their sum, what the
+    gate sees, is ``value``. Draws nothing from the random generator: the rest of the initialisation is unchanged."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.LSTM):
+                pairs = [(getattr(module, f"bias_ih_l{k}"), getattr(module, f"bias_hh_l{k}"))
+                         for k in range(module.num_layers)]
+            elif isinstance(module, nn.LSTMCell):
+                pairs = [(module.bias_ih, module.bias_hh)]
+            else:
+                continue
+            for ih, hh in pairs:
+                hidden = ih.shape[0] // 4
+                ih[hidden:2 * hidden] = value
+                hh[hidden:2 * hidden] = 0.0
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -26,7 +26,7 @@ class TransductionModule(L.LightningModule):
         self.save_hyperparameters(to_dict(config))  # the run's config, so that every checkpoint describes itself
         self.config = config
         self.task = get_task(config.task, config.length_distribution)
-        self.vocab = JointVocabulary.for_task(self.task, self.config.model.target_inputs)
+        self.vocab = JointVocabulary.for_config(self.task, self.config.model)
         self.model = build_model(self.config.model, self.vocab.input_size, self.vocab.output_size)
 
     @classmethod

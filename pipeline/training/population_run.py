@@ -82,7 +82,7 @@ def population_key(config: RunConfig) -> tuple:
     from pipeline.tasks import get_task
 
     model = {k: v for k, v in to_dict(config.model).items() if not k.endswith("_bias")}
-    vocab = JointVocabulary.for_task(get_task(config.task, config.length_distribution), config.model.target_inputs)
+    vocab = JointVocabulary.for_config(get_task(config.task, config.length_distribution), config.model)
     training = tuple(getattr(config.training, k) for k in SHARED_TRAINING)
     return tuple(sorted(model.items())), (vocab.input_size, vocab.output_size), training
 
