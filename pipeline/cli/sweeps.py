@@ -228,3 +228,27 @@ def study(
     # the command that makes the report (--report-only writes the same one from the same runs)
     typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
     _exit_if_unfinished(statuses)
+
+
+@app.command()
+def screen(
+    profile: Path = typer.Argument(..., help="A screen profile, e.g. configs/lstm-screen.yaml."),
+    workers: int = typer.Option(None, "--workers", callback=at_least(1),
+                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
+    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>)."),
+    report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
+                                                                  "nothing."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    dirty: bool = allow_dirty_option(),
+) -> None:
+    """Run a screen (one change at a time against a baseline, resumable) and write how each change compares."""
+    from pipeline.reports.kinds import check_kind
+    from pipeline.reports.screen import write_screen_report
+
+    allow_dirty(dirty)
+    config = load_profile(profile)
+    check_kind(out if out is not None else config.reports_dir(), "screen")  # before any training
+    statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
+    typer.echo(f"wrote {write_screen_report(config, profile, runs_dir, out, command=f'transduce screen {profile}')}")
+    _exit_if_unfinished(statuses)

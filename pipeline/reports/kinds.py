@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline.config import ConfigError
 
 # kind -> the start of the title line its README begins with
-TITLES = {"profile": "# Report: profile", "study": "# Study:"}
+TITLES = {"profile": "# Report: profile", "study": "# Study:", "screen": "# Screen:"}
 
 
 class ReportRefused(ConfigError):
