@@ -3,7 +3,9 @@
 Every run keeps its own offline W&B run under ``<run dir>/wandb/offline-run-*`` (unless its tracking is off), and
 W&B's terminal viewer, ``wandb leet <folder>``, lists the runs of one folder and overlays their curves. So the
 dashboard is a folder of links, one per offline run of the profile (or of a runs folder), optionally only some
-tasks and models, made afresh each time under ``<runs folder>/.dashboard/``; then ``wandb leet`` opens it. A run
+tasks and models, made afresh each time under ``<runs folder>/.dashboard/``; then ``wandb leet`` opens it. Each link
+keeps W&B's own folder name, ``run-<date>_<time>-<W&B id>``: leet selects only folders named so (a link named
+``run-<run id>`` was listed and never opened), and its run overview (Enter) names the run by its run id. A run
 without an offline W&B run (trained with tracking off, as the smoke profile and the studies are, or restored from
 an archive, which keeps ``metrics.csv`` only) gets one made from its ``metrics.csv`` on demand, kept under
 ``<runs folder>/.dashboard-made/`` and made again only when the log changes (about half a second a run). No account
@@ -26,6 +28,7 @@ from pipeline.rundir import RunDir
 class Dashboard:
     folder: Path  # the folder of links that `wandb leet` opens
     linked: list[str]  # the runs shown (run directory names)
+    legend: list[tuple[str, str]]  # (link name as leet lists it, run id), in the list's order
     without_wandb: list[str]  # runs of the selection that have no offline W&B run (tracking off, or archived)
 
 
@@ -46,7 +49,7 @@ def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | 
     folder = root / ".dashboard"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    linked, missing = [], []
+    linked, missing, legend = [], [], []
     for run_id in table.id:
         offline = sorted(RunDir(root / run_id).wandb_dir.glob("offline-run-*"))
         if not offline:
@@ -55,17 +58,21 @@ def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | 
         if not offline:
             missing.append(run_id)
             continue
-        for k, run in enumerate(offline):  # a run resumed in several processes has one offline run per process
-            (folder / link_name(run_id, k, len(offline))).symlink_to(run.resolve(), target_is_directory=True)
+        for run in offline:  # a run resumed in several processes has one offline run per process
+            name = link_name(run)
+            (folder / name).symlink_to(run.resolve(), target_is_directory=True)
+            legend.append((name, run_id))
         linked.append(run_id)
-    return Dashboard(folder, linked, missing)
+    legend.sort(reverse=True)  # leet lists the newest first
+    return Dashboard(folder, linked, legend, missing)
 
 
-def link_name(run_id: str, k: int = 0, of: int = 1) -> str:
-    """The name ``wandb leet`` lists a run by: its run id (task, model, hidden, lr, seed first, so that an 80-column
-    terminal still tells the runs apart), behind the ``run-`` prefix leet looks for; W&B's own folder name,
-    ``offline-run-<date>_<time>-...``, was cut to the date."""
-    return f"run-{run_id}" + (f"-{k + 1}" if of > 1 else "")
+def link_name(offline_run: Path) -> str:
+    """The name a run is linked by: W&B's own folder name, ``offline-run-<date>_<time>-<W&B id>``, without its
+    ``offline-`` (eight more columns for the id in leet's list). ``wandb leet`` selects only folders whose names match
+    ``run-<8 digits>_<6 digits>-<id>`` and reads ``run-<id>.wandb`` inside; any other name is listed but never
+    opens (the run id as the name did exactly that)."""
+    return Path(offline_run).name.removeprefix("offline-")
 
 
 def made_from_log(run: RunDir, store: Path) -> Path | None:

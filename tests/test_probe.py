@@ -439,14 +439,17 @@ def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_fol
     folder = runs / ".dashboard"
     assert result.stdout.split()[-2:] == ["leet", str(folder)]
     links = sorted(folder.iterdir())
-    # named by run id (task, model, hidden, lr, seed first), which an 80-column leet still shows; W&B's own folder
-    # names began with the date (issue 35)
-    assert [link.name for link in links] == [f"run-{r.name}" for r in (lstm, stack)]
+    # W&B's own folder names without "offline-": `wandb leet` selects only run-<date>_<time>-<id> (a link named by
+    # run id was listed and never opened); the legend printed beside names each one's run id
+    assert [link.name for link in links] == [f"run-20261125_120000-{r.name}" for r in (lstm, stack)]
+    assert all(re.fullmatch(r"run-\d{8}_\d{6}-.+", link.name) for link in links)
     assert all(link.is_symlink() and (link / "files").is_dir() for link in links)
+    assert f"run-20261125_120000-{stack.name[:20]}" in result.stderr and f"  {stack.name}" in result.stderr
     (lstm / "wandb" / f"offline-run-20261126_080000-{lstm.name}" / "files").mkdir(parents=True)  # resumed once
     runner.invoke(app, ["dashboard", str(path), "--runs-dir", str(runs), "--print-only"])
-    assert sorted(p.name for p in folder.iterdir()) == [f"run-{lstm.name}-1", f"run-{lstm.name}-2",
-                                                        f"run-{stack.name}"]
+    assert sorted(p.name for p in folder.iterdir()) == [f"run-20261125_120000-{lstm.name}",
+                                                        f"run-20261125_120000-{stack.name}",
+                                                        f"run-20261126_080000-{lstm.name}"]
     result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])  # a runs folder
     assert result.exit_code == 0 and [p.name for p in folder.iterdir()] == [links[1].name]  # rebuilt, filtered
     import shutil
