@@ -90,7 +90,9 @@ UNFINISHED = "unfinished_runs"
 RESUME_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt")
 # An unfinished run is kept with its checkpoints (megabytes, committed with the archive) only once it holds this much
 # training; a shorter one is trained again from batch 0 where it was lost, which gives the same run (one seed, one
-# data stream: the same log), at the cost of those minutes (pipeline.sweep.worker).
+# data stream: the same log) on a machine whose torch dispatches to the same CPU kernels, at the cost of those minutes
+# (pipeline.sweep.worker). On another kind of CPU (AVX-512 against AVX2) the floats differ from the first batch and
+# the retrained run is another draw of the same settings (docs/training.md, "The plateau rule").
 UNFINISHED_MIN_SECONDS = 1800
 
 
