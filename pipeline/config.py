@@ -40,6 +40,7 @@ MAX_SEED = 2**32 - 1
 # A start bias (ModelConfig.push_bias and the DeQue's bottom biases) left at this takes its model's own start.
 MODEL_START = "default"
 START_BIASES = ("push_bias", "bottom_push_bias", "bottom_pop_bias")
+MAX_BIAS = 20.0  # a sigmoid's bias past this fixes its gate at 0 or 1 to float32 precision: no start, a constant
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -116,6 +117,15 @@ class ModelConfig:
         for key in ("hidden", "memory_width", "embedding"):
             _positive(f"{path}.{key}", getattr(self, key))
             _at_most(f"{path}.{key}", getattr(self, key), MAX_WIDTH)
+        for key in ("pop_bias", *START_BIASES):  # a gate's initial bias: NaN or inf would train as NaN from batch 1
+            value = getattr(self, key)
+            if value is None or value == MODEL_START:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or abs(value) > MAX_BIAS:
+                meaning = "" if key == "pop_bias" else "; null: nn.Linear's, default: the model's"
+                raise ConfigError(f"{path}.{key} must be a finite number in [-{MAX_BIAS:g}, {MAX_BIAS:g}] (a signal's "
+                                  f"initial bias{meaning}), got {value!r}")
         _choice(f"{path}.source_order", self.source_order, ("forward", "reversed"))
         if self.forget_bias is not None and (isinstance(self.forget_bias, bool) or not isinstance(
                 self.forget_bias, (int, float)) or not math.isfinite(self.forget_bias) or abs(self.forget_bias) > 10):
@@ -226,6 +236,18 @@ class TrackingConfig:
     wandb: Literal["offline", "online", "off"] = "offline"
     project: str = "transduce"
 
+    def validate(self, path: str) -> None:
+        _choice(f"{path}.wandb", self.wandb, ("offline", "online", "off"))
+        # W&B's own limit on a project's name (longer ones fail inside wandb.init, after the run folder is made)
+        if not isinstance(self.project, str) or not 1 <= len(self.project) <= MAX_PROJECT \
+                or any(c in self.project for c in "/\\#?%:"):
+            shown = repr(self.project) if len(str(self.project)) <= 60 else f"one of {len(self.project)} characters"
+            raise ConfigError(f"{path}.project must be 1 to {MAX_PROJECT} characters without / \\ # ? % or :, got "
+                              f"{shown}")
+
+
+MAX_PROJECT = 128  # characters in a W&B project name
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -246,6 +268,7 @@ class RunConfig:
         _choice(_join(path, "task"), self.task, TASK_NAMES)
         self.model.validate(_join(path, "model"))
         self.training.validate(_join(path, "training"))
+        self.tracking.validate(_join(path, "tracking"))
 
     def identity(self) -> dict:
         """Everything that changes the result, except the budget: a run trained longer is the same run extended
@@ -349,7 +372,7 @@ class GridBlock:
     label: str = ""  # a name for what the block varies ("shared ids"), shown by studies and reports
     halving: Halving | None = None  # successive halving over the block's learning rates (Halving)
 
-    def validate(self, path: str) -> None:
+    def validate(self, path: str, defaults: dict | None = None) -> None:
         from pipeline.tasks import TASK_NAMES
 
         for key in ("tasks", "models", "hidden", "lr", "seeds"):
@@ -366,7 +389,9 @@ class GridBlock:
         for i, value in enumerate(self.seeds):
             if value < 0:
                 raise ConfigError(f"{path}.seeds[{i}] must be >= 0, got {value!r}")
-        _check_partial_run_config(self.overrides, f"{path}.overrides")
+        # the overrides on top of the profile's defaults: a value checked against another key (eval_every against
+        # perplexity_every) is checked against the one the block's runs will have, not the built-in default
+        _check_partial_run_config(_merged(defaults or {}, self.overrides), f"{path}.overrides")
         if self.halving is not None:
             self.halving.validate(f"{path}.halving", len(self.lr))
 
@@ -422,7 +447,7 @@ class SweepConfig:
             check_population_size(self.population, _join(path, "population"))
         _check_partial_run_config(self.defaults, _join(path, "defaults"))
         for i, block in enumerate(self.grid):
-            block.validate(_join(path, f"grid[{i}]"))
+            block.validate(_join(path, f"grid[{i}]"), self.defaults)
         seen: dict[str, str] = {}
         for index, where, run in self.runs_by_block():
             halving = self.grid[index].halving
@@ -554,6 +579,14 @@ def resolve_run_config(file: str | Path | RunConfig | None = None, **overrides: 
             node = node[parent]
         node[leaf] = value
     return from_dict(RunConfig, data)
+
+
+def _merged(base: dict, update: dict) -> dict:
+    """``update`` deep-merged onto a copy of ``base`` (neither is changed)."""
+    out = {key: _merged(value, {}) if isinstance(value, dict) else value for key, value in base.items()}
+    for key, value in update.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _merge(base: dict, update: dict) -> None:

@@ -67,11 +67,14 @@ class DuplicateKey(yaml.YAMLError):
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently)."""
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently). Merge
+    keys (``<<: *defaults``) work as in YAML: a key given in the mapping itself overrides the merged one."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise DuplicateKey(f"key {key!r} is given twice (line {key_node.start_mark.line + 1}); give it once")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from pipeline.config import ConfigError, RunConfig
 from pipeline.files import atomic_write_bytes, current_umask
-from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, RunDir
+from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, DamagedRun, RunDir
 from pipeline.sweep.status import halved_state, planned_runs, run_state
 from pipeline.training.results import last_logged, logged_rows
 
@@ -133,12 +133,47 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(old)
 
 
-def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> list[str]:
+def batches_held(run_dir: Path) -> int:
+    """How far a run (or an archived copy) got: its results' batches, else the last step of its log; 0 for none."""
+    folder = RunDir(run_dir)
+    results = folder.read_results()
+    if results is not None:
+        return int(results["batches"])
+    return max((int(row["step"]) for row in folder.read_metrics()), default=0)
+
+
+def kept_over(run_dir: Path, copy: Path) -> str:
+    """Why the archived ``copy`` is kept over ``run_dir`` ('' where the run may replace it): the run's files fail
+    their checks (:meth:`RunDir.check`), or it holds fewer batches than the copy (another runs folder's older state,
+    a rerun still short of where the copy got)."""
+    try:
+        RunDir(run_dir).check()
+    except DamagedRun as damage:
+        return f"its files fail their checks ({damage})"
+    if not copy.is_dir():
+        return ""
+    try:
+        there = batches_held(copy)
+    except DamagedRun:  # a damaged archived copy is replaced by a sound run
+        return ""
+    here = batches_held(run_dir)
+    return f"it holds {here:,} batches where the archived copy holds {there:,}" if here < there else ""
+
+
+class ArchiveRefused(ConfigError):
+    """An archive that would lose what an archived copy holds; nothing was written for that run."""
+
+
+def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None,
+                 force: bool = False) -> list[str]:
     """Copy every finished or pruned run of ``profile`` to ``dest/<run id>/`` without its checkpoints, after
     drawing the test-length trace the report needs from a memory model's checkpoint; and, likewise, every run that was
     reopened past earlier results and has not finished since (a halving rung's winner still training, or stopped):
     its rung standing decides which of its bracket were pruned, so a checkout without it would read the pruned runs
-    as finished at their cap. A run already archived is replaced (atomically). Returns the run ids archived."""
+    as finished at their cap. A run already archived is replaced (atomically), unless the copy holds more batches
+    than the run or the run fails its checks (:func:`kept_over`): then it is left out, and :class:`ArchiveRefused`
+    names every such run after the others were archived; ``force`` replaces all the same. Returns the run ids
+    archived."""
     from pipeline.inspection import run_trace
     from pipeline.models import memory_of
     from pipeline.reports.build import TRACE_INDEX
@@ -146,19 +181,24 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None)
 
     sweep = load_sweep(profile)
     root = sweep_root(sweep, runs_root)
-    done = []
+    done, refused = [], []
     for run, _ in planned_runs(sweep, runs_root):
         run_dir = root / run.run_id()
         state = run_state(run_dir, run)
-        if state not in DONE:
-            if state != "running" and RunDir(run_dir).latest_earlier_results_file() is not None:
-                _copy_run(run_dir, Path(dest))  # its files as they are: restored, it trains again from batch 0
-                done.append(run_dir.name)
+        reopened = state not in DONE and state != "running" and RunDir(run_dir).latest_earlier_results_file()
+        if state not in DONE and not reopened:
             continue
-        if memory_of(run.model.name) is not None:
+        why = "" if force else kept_over(run_dir, Path(dest) / run_dir.name)
+        if why:
+            refused.append(f"{run_dir.name}: {why}")
+            continue
+        if state in DONE and memory_of(run.model.name) is not None:
             run_trace(run_dir, "test", TRACE_INDEX)
-        _copy_run(run_dir, Path(dest))
+        _copy_run(run_dir, Path(dest))  # a reopened run's files as they are: restored, it trains again from batch 0
         done.append(run_dir.name)
+    if refused:
+        raise ArchiveRefused(f"archived {len(done)} run(s); kept the archived copy of {len(refused)} over the run "
+                             f"(--force replaces them): " + "; ".join(refused))
     return done
 
 

@@ -27,3 +27,20 @@ def test_first_errors_bin_each_wrong_sequence_by_the_tenth_of_its_target_where_i
     folder.write_first_errors([dict(split="test", **row) for row in rows])
     assert folder.read_first_errors("test")[0] == ("0", 1) and folder.read_first_errors("test")[-1] == ("none", 2)
     assert folder.read_first_errors("train") == []
+
+
+def test_the_report_shows_where_the_itg_cells_first_errors_fall(tmp_path):
+    import pandas as pd
+
+    from pipeline.reports.build import first_error_lines
+
+    recorded, old = tmp_path / "svo-run", tmp_path / "gender-run"
+    rows = [dict(split="test", where=str(w), n=n, mean_target_length="") for w, n in
+            [(0, 50), (1, 10), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (8, 20), (9, 0), ("none", 20)]]
+    RunDir(recorded).write_first_errors(rows)
+    table = pd.DataFrame([dict(task="svo_sov", model="lstm1", run_id=recorded.name),
+                          dict(task="gender", model="queue", run_id=old.name),
+                          dict(task="copy", model="stack", run_id="copy-run")])  # not an ITG task: not shown
+    text = "\n".join(first_error_lines(table, tmp_path))
+    assert "| SVO to SOV | 1-layer LSTM | 60% | 0% | 0% | 0% | 20% | 20% | 100 |" in text
+    assert "| Gender conjugation | Queue-LSTM | not recorded" in text and "Sequence copying" not in text

@@ -19,7 +19,7 @@ def run(seed, ppl, test_coarse, lr=1e-3, state="finished", stop="converged", mod
                 batches=batches, stop_reason=stop if state in ("finished", "pruned") else None, train_perplexity=ppl,
                 train_coarse=train, train_fine=train, test_coarse=test_coarse, test_fine=test_coarse,
                 learned=train >= 0.99, still_improving=improving, trend_batches=1000, trend_tolerance=0.02,
-                left_start_at=left_start_at, start="", provenance="", unconfirmed_plateau=False,
+                left_start_at=left_start_at, start="", provenance="", unconfirmed_plateau=False, halved=False,
                 run_id=f"{task}-{model}-{lr:g}-s{seed}", commit="abc")
 
 
@@ -230,3 +230,14 @@ def test_a_cell_whose_halving_survivors_still_train_says_it_is_not_its_result():
     done = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 200000})
     assert "not done yet" not in evidence(done.iloc[1], done)
     assert evidence(done.iloc[1], done).startswith("hit its cap of 200,000 batches")
+
+
+def test_a_run_the_learning_rate_search_discarded_is_never_a_cells_result():
+    """The gpu-lstm interim report selected rung-pruned runs (the halving's losers) as Table 3 cells while the
+    survivors were still training: a discarded rate is never selected; the cell waits for its survivor."""
+    loser = run(0, 90.0, 0.0, state="pruned", stop="budget", model="lstm2", train=0.0) | {"halved": True}
+    survivor = run(0, 95.0, 0.0, lr=5e-3, state="running", model="lstm2") | {"halved": False}
+    assert select_models(runs(loser, survivor)).empty
+    done = survivor | {"state": "finished", "stop_reason": "budget"}
+    (chosen,) = select_models(runs(loser, done)).itertuples()
+    assert chosen.lr == 5e-3  # the survivor, though the loser's perplexity at its rung was lower

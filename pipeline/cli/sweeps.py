@@ -177,11 +177,13 @@ def archive(
     runs_dir: Path = typer.Option(None, "--runs-dir", help="Where the profile's runs are (default: runs/<profile>)."),
     restore: bool = typer.Option(False, "--restore", help="The other way: copy archived runs the runs folder lacks "
                                                           "back into it (nothing there is overwritten)."),
+    force: bool = typer.Option(False, "--force", help="Replace archived copies that hold more batches than the run "
+                                                      "(refused otherwise, naming each)."),
 ) -> None:
     """Keep a profile's finished runs without their checkpoints (their files and the memory traces the report
     draws), and its interrupted runs with them (in unfinished_runs/ beside), so a report can be regenerated, and an
     unfinished sweep resumed where it stopped, where the runs folder was lost."""
-    from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs, unfinished_folder
+    from pipeline.runs import ArchiveRefused, archive_runs, archive_unfinished_runs, restore_runs, unfinished_folder
 
     config = load_profile(profile)
     folder = to if to is not None else config.reports_dir() / "finished_runs"
@@ -199,12 +201,19 @@ def archive(
         if resumable:
             typer.echo(f"restored {len(resumable)} unfinished run(s) from {unfinished}: the sweep resumes them")
     else:
-        ids = archive_runs(profile, folder, runs_dir)
-        typer.echo(f"archived {len(ids)} finished or pruned run(s), or halving winners past their rung, to {folder}")
+        refused = None
+        try:
+            ids = archive_runs(profile, folder, runs_dir, force=force)
+            typer.echo(f"archived {len(ids)} finished or pruned run(s), or halving winners past their rung, to "
+                       f"{folder}")
+        except ArchiveRefused as error:  # the others are archived; the unfinished ones are kept below all the same
+            refused = error
         kept, dropped = archive_unfinished_runs(profile, unfinished, runs_dir)
         if kept or dropped:
             typer.echo(f"kept {len(kept)} unfinished run(s) with their checkpoints in {unfinished} (resumable)"
                        + (f"; dropped {len(dropped)} finished since" if dropped else ""))
+        if refused is not None:
+            fail(refused)
 
 
 @app.command()

@@ -301,6 +301,34 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
                    f"{'run(s)' if single else 'population(s)'} side by side: {speeds}.")
 
 
+def first_error_lines(table: pd.DataFrame, root: Path) -> list[str]:
+    """Where the first error falls in the target, on the test-length set, for the selected run of every ITG cell
+    (``first_errors.csv``): the share of sequences per fifth of the target, and right. What tells a failure at an ITG
+    rule's reordering from a late drift, without the checkpoint."""
+    from pipeline.tasks import has_length_choice
+
+    rows = table[table.run_id.notna() & table.task.map(has_length_choice)]
+    if rows.empty:
+        return []
+    lines = ["## Where the first error falls (ITG cells)", "",
+             "Per selected run, the test-length sequences (source 65–128) by where in the target their first wrong "
+             "symbol is, in fifths of the target (`</s>` its last symbol), and those entirely right: from "
+             "`first_errors.csv` in its run directory (tenths there).", "",
+             "| task | model | 0–20% | 20–40% | 40–60% | 60–80% | 80–100% | right | sequences |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows.itertuples():
+        counts = dict(RunDir(root / r.run_id).read_first_errors("test"))
+        name = f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} |"
+        if not counts:
+            lines.append(f"{name} not recorded (the run finished before first_errors.csv existed) | | | | | | |")
+            continue
+        total = sum(counts.values())
+        fifths = [sum(counts.get(str(t), 0) for t in (2 * f, 2 * f + 1)) for f in range(5)]
+        cells = " | ".join(f"{n / total:.0%}" for n in [*fifths, counts.get("none", 0)])
+        lines.append(f"{name} {cells} | {total:,} |")
+    return lines + [""]
+
+
 TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advance, never chosen by its results
 
 
@@ -491,7 +519,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"**{r.verdict}** | {r.evidence}"
                          f"{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", "- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
+    lines += ["", *first_error_lines(table, root)]
+    lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "
               "than for benchmark LSTMs\" (§5). Here, per task and architecture:", "",
               *convergence_markdown(convergence), "", "[CSV](batches_to_accuracy.csv).", "", "## Figures", "",

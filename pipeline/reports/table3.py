@@ -29,6 +29,7 @@ from pipeline.reports.published import table3 as published_table3
 from pipeline.reports.stops import rejudged_stop
 from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
+from pipeline.sweep.status import planned_runs
 from pipeline.tasks import TASK_NAMES
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
 from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_falling, trend_window
@@ -38,8 +39,8 @@ TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "stopped on its starting plateau", "disagrees at convergence")
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
-               "test_coarse_by_length",
-               "start_perplexity", "left_start_at", "start", "provenance", "unconfirmed_plateau", "run_id", "commit"]
+               "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
+               "unconfirmed_plateau", "halved", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -59,6 +60,7 @@ def setting_of(run) -> str:
 def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     """Every run of the grid (see :data:`RUN_COLUMNS`); numbers are NaN for runs that are not done."""
     rows = []
+    halved = {run.run_id() for run, cut in planned_runs(sweep, runs_root) if cut}
     for status in sweep_status(sweep, runs_root):
         run = status.config
         logged = logged_values(logged_rows(status.run_dir), "train/perplexity")
@@ -79,6 +81,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    trend_tolerance=run.training.plateau_tolerance,
                    test_coarse_by_length="", run_id=run.run_id(), commit="", start=start_of(run.model),
                    provenance="", unconfirmed_plateau=False,
+                   # stopped at a rung by successive halving: the learning-rate search discarded it, so it is never a
+                   # cell's selected run (the paper selects among its search's survivors)
+                   halved=run.run_id() in halved,
                    # its first window's training perplexity: near the uniform guess over the output symbols
                    start_perplexity=perplexities[0] if perplexities else math.nan,
                    # the first batch whose window fell to half the first's: it left its starting plateau there
@@ -103,6 +108,7 @@ def start_of(model) -> str:
     kind = memory_of(model.name)
     if kind is None:
         return ""
+    model = model.resolved()  # "default" is the model's own start: say it in numbers
     value = lambda x: "init" if x is None else f"{x:+g}"  # noqa: E731
     if kind.ends == 2:
         bottom_push = value(model.push_bias if model.bottom_push_bias is None else model.bottom_push_bias)
@@ -121,6 +127,8 @@ def select_models(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return runs
     done = runs[runs.state.isin(DONE)] if "state" in runs else runs
+    if "halved" in done:  # discarded by a learning-rate search: never a cell's result
+        done = done[done.halved != True]  # noqa: E712 (a column of objects)
     perplexity = pd.to_numeric(done.train_perplexity, errors="coerce")
     finite = done[perplexity.abs() < math.inf]  # NaN and ±inf never selected
     ranked = finite.sort_values(["train_perplexity", "run_id"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.config import SweepConfig
+from pipeline.config import ConfigError, SweepConfig
 from pipeline.sweep.grid import pack, prepare
 from pipeline.sweep.status import planned_runs, summary, sweep_root, sweep_status
 from pipeline.sweep.worker import run_job
@@ -32,6 +32,20 @@ class SubmititRun:
         return submitit.helpers.DelayedSubmission(SubmititRun(self.width), run_dirs)
 
 
+SLURM_COMMANDS = ("sbatch", "srun")  # what submitit calls to submit an array and start its tasks
+
+
+def check_slurm() -> None:
+    """Refuse ``--executor slurm`` on a machine without SLURM's commands, in one line (submitit said only "Could not
+    detect srun", after the run folders were prepared)."""
+    import shutil
+
+    missing = [command for command in SLURM_COMMANDS if shutil.which(command) is None]
+    if missing:
+        raise ConfigError(f"--executor slurm needs SLURM's {' and '.join(missing)} on the PATH, and this machine has "
+                          "none: run it on a cluster's login node, or use --executor local (the default)")
+
+
 def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed: bool = False,
                  partition: str | None = None, time_min: int | None = None, array_parallelism: int | None = None,
                  cluster: str = "slurm", wait: bool = False, echo=print, retry_pruned: bool = False,
@@ -42,6 +56,8 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
     without a cluster. Returns the jobs."""
     import submitit
 
+    if cluster == "slurm":
+        check_slurm()  # before any run folder is prepared
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
     root = sweep_root(sweep, runs_root)
     if not todo:

@@ -1,0 +1,113 @@
+"""What the third fault probe tripped on (its items by number), each with the class behind it closed: an archive
+never loses a copy that holds more; every non-finite or out-of-range setting is refused before compute, in one line;
+valid YAML and valid overrides are read; SLURM is asked for only where it exists."""
+
+import shutil
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.files import parse_yaml
+from pipeline.rundir import RunDir
+from pipeline.runs import ArchiveRefused, archive_runs, batches_held
+from pipeline.sweep import load_sweep, run_local
+
+runner = CliRunner()
+
+
+def profile(path, max_batches, **top):
+    data = {"name": "probe3", "workers": 1,
+            "defaults": {"model": {"embedding": 4}, "tracking": {"wandb": "off"},
+                         "training": dict(max_batches=max_batches, perplexity_every=10, eval_every=10, eval_size=10,
+                                          test_eval_size=10, final_eval_size=10, checkpoint_every=10,
+                                          early_stop_patience=0)},
+            "grid": [{"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8]}], **top}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+# -- item 1: an archive never replaces a copy with one that holds fewer batches ---------------------------------------
+
+def test_an_archive_keeps_the_longer_copy_unless_forced(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    short, long = profile(tmp_path / "a" / "p.yaml", 20), profile(tmp_path / "b" / "p.yaml", 30)
+    first, second, archive = tmp_path / "runs1", tmp_path / "runs2", tmp_path / "archive"
+    (run,) = run_local(load_sweep(short), first, echo=lambda _: None)
+    shutil.copytree(first, second)
+    run_local(load_sweep(long), second, echo=lambda _: None)  # the same run extended to 30 in another folder
+    assert archive_runs(long, archive, second) == [run.run_dir.name]
+    copy = archive / run.run_dir.name
+    assert batches_held(copy) == 30 and (copy / "results.20.json").is_file()
+    with pytest.raises(ArchiveRefused, match=r"--force replaces them.*holds 20 batches where the archived copy "
+                                             r"holds 30"):
+        archive_runs(short, archive, first)
+    assert batches_held(copy) == 30 and (copy / "results.20.json").is_file()  # untouched
+    result = runner.invoke(app, ["archive", str(short), "--runs-dir", str(first), "--to", str(archive)])
+    assert result.exit_code == 2 and "kept the archived copy of 1" in result.stderr
+    assert archive_runs(short, archive, first, force=True) == [run.run_dir.name] and batches_held(copy) == 20
+    # a run whose files fail their checks never replaces a copy: a damaged log...
+    (first / run.run_dir.name / "metrics.csv").write_text("")
+    assert archive_runs(short, archive, first) == [] and RunDir(copy).read_metrics()
+    # ... or results that disagree with its config
+    shutil.rmtree(first / run.run_dir.name)
+    shutil.copytree(second / run.run_dir.name, first / run.run_dir.name)
+    results = (first / run.run_dir.name / "results.json")
+    results.write_text(results.read_text().replace('"hidden": 8', '"hidden": 9'))
+    with pytest.raises(ArchiveRefused, match="fail their checks"):
+        archive_runs(long, archive, first, force=False)
+
+
+# -- items 4, 11, 5: non-finite and out-of-range settings refused before compute --------------------------------------
+
+@pytest.mark.parametrize("section, key, value, message", [
+    ("model", "pop_bias", float("nan"), r"model.pop_bias must be a finite number in \[-20, 20\].*got nan"),
+    ("model", "push_bias", float("inf"), r"model.push_bias must be a finite number .* got inf"),
+    ("model", "bottom_pop_bias", -1e6, r"model.bottom_pop_bias must be a finite number .* got -1000000"),
+    ("tracking", "project", "x" * 129, r"tracking.project must be 1 to 128 characters .* one of 129 characters"),
+    ("tracking", "project", "a/b", r"tracking.project must be 1 to 128 characters"),
+])
+def test_a_setting_that_cannot_train_is_refused_in_one_line_before_any_folder(section, key, value, message,
+                                                                               tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(RunConfig, {section: {key: value}})
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({section: {key: value}}))
+    result = runner.invoke(app, ["train", "--config", str(config), "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+# -- item 7: --executor slurm without SLURM ----------------------------------------------------------------------------
+
+def test_slurm_without_slurm_is_one_line_before_any_run_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda command: None)
+    path = profile(tmp_path / "p.yaml", 20)
+    result = runner.invoke(app, ["sweep", str(path), "--executor", "slurm", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2 and "needs SLURM's sbatch and srun on the PATH" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+# -- items 15 and 16: valid input read ---------------------------------------------------------------------------------
+
+def test_yaml_merge_keys_are_read_and_explicit_keys_win():
+    data = parse_yaml("base: &b {lr: 0.01, seed: 2}\nrun:\n  <<: *b\n  seed: 3\n")
+    assert data["run"] == {"lr": 0.01, "seed": 3}
+    with pytest.raises(Exception, match="given twice"):
+        parse_yaml("a: 1\na: 2\n")
+
+
+def test_block_overrides_are_checked_against_the_profiles_defaults(tmp_path):
+    path = profile(tmp_path / "p.yaml", 40)
+    data = yaml.safe_load(path.read_text())
+    data["grid"][0]["overrides"] = {"training": {"eval_every": 20}}  # perplexity_every is 10 in the defaults
+    path.write_text(yaml.safe_dump(data))
+    assert [run.training.eval_every for run in load_sweep(path).runs()] == [20]
+    data["grid"][0]["overrides"] = {"training": {"eval_every": 5}}  # below the profile's perplexity_every: refused
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"grid\[0\].overrides.training.eval_every must be at least "
+                                          r"perplexity_every \(10\)"):
+        load_sweep(path)
