@@ -328,9 +328,9 @@ def summary_line(table: pd.DataFrame) -> str:
             f"their starting plateau, {counts['disagrees at convergence']} disagree at convergence")
     never_left = table[table.run_id.notna() & (table.left_start == False)]  # noqa: E712 (a column of objects)
     if len(never_left) > counts["stopped on its starting plateau"]:
-        others = never_left[never_left.verdict != "stopped on its starting plateau"].verdict.value_counts()
-        line += (f" ({len(never_left)} selected runs never left their starting plateau: those, and "
-                 + ", ".join(f"{n} {verdict}" for verdict, n in others.items()) + ")")
+        kinds = never_left.verdict.value_counts()
+        line += (f"; {len(never_left)} selected runs never left their starting plateau ("
+                 + ", ".join(f"{n} {verdict}" for verdict, n in kinds.items()) + ")")
     outside = int((~table.in_profile).sum())
     without = int((table.in_profile & table.run_id.isna()).sum())
     extras = ([f"{outside} not in this profile"] if outside else []) + (
