@@ -111,3 +111,36 @@ def test_block_overrides_are_checked_against_the_profiles_defaults(tmp_path):
     with pytest.raises(ConfigError, match=r"grid\[0\].overrides.training.eval_every must be at least "
                                           r"perplexity_every \(10\)"):
         load_sweep(path)
+
+
+# -- items 2, 3, 10: a checkpoint is checked against its run before anything in the folder changes -------------------
+
+def test_another_runs_checkpoint_is_refused_before_the_folder_changes(tmp_path, cache_dir, monkeypatch):
+    from pipeline.training.run import train
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    settings = dict(max_batches=30, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
+                    final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
+    mine = from_dict(RunConfig, {"task": "reversal", "model": {"name": "lstm1", "hidden": 8, "embedding": 4},
+                                 "training": settings, "tracking": {"wandb": "off"}})
+    other = from_dict(RunConfig, {"task": "copy", "model": {"name": "stack", "hidden": 8, "embedding": 4,
+                                                            "memory_width": 4},
+                                  "training": {**settings, "lr": 5e-3}, "tracking": {"wandb": "off"}})
+    train(other, tmp_path / "other", progress=False)
+    train(mine, tmp_path / "mine", progress=False)
+    mine_dir = tmp_path / "mine"
+    # interrupted mid-run (no results), then given another run's last.ckpt (item 2: the log was cut before a traceback;
+    # item 10: one of the same shape resumed silently)
+    (mine_dir / "results.json").unlink()
+    shutil.copy(tmp_path / "other" / "checkpoints" / "last.ckpt", mine_dir / "checkpoints" / "last.ckpt")
+    before = {p.name: p.read_bytes() for p in mine_dir.iterdir() if p.is_file()}
+    result = runner.invoke(app, ["train", "--run-dir", str(mine_dir), "--no-progress"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "is a checkpoint of another run (copy-stack-h8-lr0.005" in result.stderr.replace("\n", " ")
+    assert {p.name: p.read_bytes() for p in mine_dir.iterdir() if p.is_file()} == before  # metrics.csv uncut
+    # item 3: inspect and evaluate on a best.ckpt of another architecture
+    shutil.copy(tmp_path / "other" / "checkpoints" / "best.ckpt", mine_dir / "checkpoints" / "best.ckpt")
+    for command in (["evaluate", str(mine_dir)], ["inspect", str(mine_dir), "--out", str(tmp_path / "t.png")]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert "checkpoint of another run" in result.stderr.replace("\n", " ")

@@ -276,7 +276,7 @@ def admit(config: RunConfig, run_dir: Path) -> bool:
     if stored is not None and continuation(stored, config, False) is None:
         return False
     if folder.last_checkpoint.exists():
-        read_checkpoint(folder.last_checkpoint, run_dir)  # a damaged one is named now, not when its turn comes
+        read_checkpoint(folder.last_checkpoint, run_dir, config)  # damaged or another run's: named now
     else:
         refuse_lost_progress(run_dir, config.training.checkpoint_every)
     return True

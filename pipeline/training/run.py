@@ -253,7 +253,11 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
     since), and a run to be extended or reopened that has no readable ``last.ckpt`` (an archived run keeps none).
     Refused with one line; the folder is left exactly as it was."""
     folder = RunDir(run_dir)
-    if restart or not folder.results_file.exists():
+    if restart:
+        return
+    if not folder.results_file.exists():  # an interrupted run resumes from last.ckpt: it must be this run's own
+        if folder.last_checkpoint.exists():
+            read_checkpoint(folder.last_checkpoint, run_dir, config)
         return
     stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
     if stored is None:
@@ -328,9 +332,11 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
     return results
 
 
-def read_checkpoint(path: Path, run_dir: Path) -> dict:
+def read_checkpoint(path: Path, run_dir: Path, config: RunConfig | None = None) -> dict:
     """A checkpoint's contents; one that does not load (cut short by a kill, overwritten) is a :class:`DamagedRun`
-    naming the file, instead of a pickling traceback."""
+    naming the file, instead of a pickling traceback. With ``config``, one that belongs to another run (another
+    architecture, sizes, task, rate or seed: the config it was trained with, which every checkpoint stores) is
+    refused too, in one line, before anything reads it into a model or changes the run folder."""
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=False)
         if not isinstance(checkpoint, dict) or "global_step" not in checkpoint or "state_dict" not in checkpoint:
@@ -339,7 +345,22 @@ def read_checkpoint(path: Path, run_dir: Path) -> dict:
         first = (str(error).splitlines() or [type(error).__name__])[0]
         raise DamagedRun(f"{path}: not a readable checkpoint ({type(error).__name__}: {first}); "
                          f"`transduce train --restart --run-dir {run_dir}` trains the run again from batch 0") from None
+    if config is not None:
+        check_checkpoint_run(checkpoint, config, path, run_dir)
     return checkpoint
+
+
+def check_checkpoint_run(checkpoint: dict, config: RunConfig, path: Path, run_dir: Path) -> None:
+    """Refuse a checkpoint trained with another config than ``config`` (:class:`DamagedRun`, one line). A checkpoint
+    from before a config key existed is compared on the keys it has."""
+    try:
+        trained = stored_run_config(checkpoint.get("hyper_parameters") or {})
+    except ConfigError:  # a checkpoint from before a config key existed: nothing to compare with
+        return
+    if trained.identity() != config.resolved().identity():
+        raise DamagedRun(f"{path} is a checkpoint of another run ({trained.run_id()}), not of {config.run_id()} "
+                         f"whose folder it is in; nothing was changed: remove it to train {run_dir.name} again from "
+                         "batch 0 (`transduce train --restart`), or put that run's own checkpoint back")
 
 
 def reopen_run(run_dir: Path) -> None:
@@ -398,7 +419,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
                   run_dir: Path, commits: list[str], trained_on: torch.device | None = None) -> dict:
     """Evaluate the selected checkpoint on the cached sets and describe the run."""
     if monitor.best_path.exists():
-        module.load_state_dict(read_checkpoint(monitor.best_path, run_dir)["state_dict"])
+        module.load_state_dict(read_checkpoint(monitor.best_path, run_dir, module.config)["state_dict"])
     started = time.monotonic()
     n = module.config.training.final_eval_size
     scores = {split: evaluate(module.model, eval_sets[split].pairs[:n], module.vocab) for split in EVAL_SPLITS}
@@ -445,7 +466,7 @@ def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") 
     if not path.is_file():
         raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
     module = TransductionModule.from_config(config)
-    module.load_state_dict(read_checkpoint(path, run_dir)["state_dict"])
+    module.load_state_dict(read_checkpoint(path, run_dir, config)["state_dict"])
     return module.to(device)
 
 
