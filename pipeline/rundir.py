@@ -42,7 +42,7 @@ import yaml
 
 from pipeline.config import ConfigError, RunConfig, stored_run_config, to_dict
 from pipeline.files import atomic_write_text, parse_yaml, read_complete_rows
-from pipeline.runlock import LOCK_FILE, is_locked
+from pipeline.runlock import LOCK_FILE, is_locked, lock_trouble
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"
@@ -290,6 +290,9 @@ class RunDir:
         """Raise :class:`DamagedRun` naming the first file a report or a listing could not trust: results that do
         not parse, a log that does not, or a finished run whose log stops before its results' batches. Returns the
         results (None before the run has finished), read once."""
+        trouble = lock_trouble(self.path)
+        if trouble:
+            raise DamagedRun(trouble)
         results = self.read_results()
         rows = self.read_metrics()
         self.read_failure()

@@ -23,6 +23,7 @@ def run_lock(run_dir: Path, patience: float = 0.0):
     """Hold the run's exclusive lock for the duration. Yields False when another process holds it for longer than
     ``patience`` seconds (a status probe holds it for microseconds; a worker, for the whole run)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    check_lock_file(run_dir)
     # "a+": opening must not truncate the holder's pid line; only the holder rewrites it
     with open(run_dir / LOCK_FILE, "a+") as handle:
         deadline = time.monotonic() + patience
@@ -41,6 +42,25 @@ def run_lock(run_dir: Path, patience: float = 0.0):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def lock_trouble(run_dir: Path) -> str:
+    """Why ``<run dir>/.lock`` cannot be the run's lock ('' when it can, or is not there yet): a directory, a link,
+    anything but a regular file."""
+    path = run_dir / LOCK_FILE
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        what = "a link" if path.is_symlink() else "a directory" if path.is_dir() else "not a regular file"
+        return f"{path} is {what}, not the run's lock file; remove it (the next run makes a new one)"
+    return ""
+
+
+def check_lock_file(run_dir: Path) -> None:
+    """Refuse, in one line, a run whose lock file is unusable (:func:`lock_trouble`)."""
+    trouble = lock_trouble(run_dir)
+    if trouble:
+        from pipeline.config import ConfigError
+
+        raise ConfigError(trouble)
+
+
 def claim_owner(handle) -> None:
     """Record this process as the lock's holder (called by a worker once it holds the lock)."""
     handle.seek(0)
@@ -50,7 +70,7 @@ def claim_owner(handle) -> None:
 
 
 def is_locked(run_dir: Path) -> bool:
-    if not (run_dir / LOCK_FILE).exists():
+    if not (run_dir / LOCK_FILE).exists() or lock_trouble(run_dir):  # an unusable lock is nobody's: RunDir.check
         return False
     with run_lock(run_dir) as acquired:
         return not acquired

@@ -144,3 +144,51 @@ def test_another_runs_checkpoint_is_refused_before_the_folder_changes(tmp_path, 
         result = runner.invoke(app, command)
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert "checkpoint of another run" in result.stderr.replace("\n", " ")
+
+
+# -- item 14: an unusable .lock names itself; SIGHUP ends training with a line ---------------------------------------
+
+def test_a_lock_that_is_a_directory_is_one_damaged_run_not_a_failed_listing(tmp_path, cache_dir, monkeypatch):
+    from pipeline.training.run import train
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    path = profile(tmp_path / "p.yaml", 20)
+    runs = tmp_path / "runs"
+    (run,) = run_local(load_sweep(path), runs, echo=lambda _: None)
+    lock = run.run_dir / ".lock"
+    lock.unlink()
+    lock.mkdir()
+    result = runner.invoke(app, ["runs", str(runs)])
+    assert result.exit_code == 0 and "damaged" in result.stdout, result.output
+    assert ".lock is a directory, not the run's lock file" in result.stderr.replace("\n", " ")
+    with pytest.raises(ConfigError, match=r"\.lock is a directory, not the run's lock file; remove it"):
+        train(load_sweep(path).runs()[0], run.run_dir, progress=False)
+
+
+def test_sighup_stops_training_with_129_and_a_line_and_the_handler_is_given_back(tmp_path, cache_dir, monkeypatch):
+    import os
+    import signal
+
+    from pipeline.training.module import TransductionModule
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    step = TransductionModule.training_step
+
+    def step_then_hangup(self, batch, batch_idx):
+        if self.global_step == 15:
+            os.kill(os.getpid(), signal.SIGHUP)  # what a closing terminal sends
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(TransductionModule, "training_step", step_then_hangup)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"model": {"name": "lstm1", "hidden": 8, "embedding": 4},
+                                      "training": dict(max_batches=40, perplexity_every=10, eval_every=10,
+                                                       eval_size=10, test_eval_size=10, final_eval_size=10,
+                                                       checkpoint_every=10),
+                                      "tracking": {"wandb": "off"}}))
+    before = signal.getsignal(signal.SIGHUP)
+    result = runner.invoke(app, ["train", "--config", str(config), "--run-dir", str(tmp_path / "run"),
+                                 "--no-progress"])
+    assert result.exit_code == 129, result.output
+    assert "stopped by SIGHUP (its terminal closed) at batch" in result.stderr.replace("\n", " ")
+    assert signal.getsignal(signal.SIGHUP) is before

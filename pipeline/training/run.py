@@ -215,10 +215,15 @@ class CtrlC(Exception):
     ``sys.exit(1)`` and no word, where a stopped run should say so and exit 130 (:class:`RunStopped`)."""
 
 
+class Hangup(CtrlC):
+    """SIGHUP during training (the terminal that started it closed): stopped with a line and 129, as Ctrl-C is,
+    where the default action ended the process without one."""
+
+
 @contextmanager
 def ctrl_c_as_exception():
-    """While training, Ctrl-C raises :class:`CtrlC` (outside the main thread, where signals cannot be handled, this
-    changes nothing)."""
+    """While training, Ctrl-C raises :class:`CtrlC` and SIGHUP :class:`Hangup` (outside the main thread, where
+    signals cannot be handled, this changes nothing)."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -228,11 +233,16 @@ def ctrl_c_as_exception():
     def interrupt(signum, frame):
         raise CtrlC()
 
+    def hangup(signum, frame):
+        raise Hangup()
+
     previous = signal.signal(signal.SIGINT, interrupt)
+    previous_hangup = signal.signal(signal.SIGHUP, hangup)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGHUP, previous_hangup)
 
 
 class RunBusy(ConfigError):
@@ -316,6 +326,9 @@ def _train(config: RunConfig, run_dir: Path, cache_dir: Path | None, progress: b
                 trainer.fit(module, ckpt_path=last)
         except SIGTERMException:  # Lightning's: a SystemExit with status 0, which would read as success
             raise RunStopped(run_dir, trainer.global_step, "SIGTERM", 128 + signal.SIGTERM) from None
+        except Hangup:
+            raise RunStopped(run_dir, trainer.global_step, "SIGHUP (its terminal closed)",
+                             128 + signal.SIGHUP) from None
         except CtrlC:
             raise RunStopped(run_dir, trainer.global_step, "an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
     if trainer.interrupted:  # stopped from outside (Ctrl-C): the run is unfinished and resumes next time
