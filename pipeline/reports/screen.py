@@ -32,11 +32,12 @@ def screen_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFra
     falling, and training coarse/fine (the final evaluation's, on the cached training-length set) and test-length."""
     root = sweep_root(sweep, runs_root)
     states = {s.run_dir.name: s for s in sweep_status(sweep, runs_root)}
-    rows = []
+    rows, logs = [], {}
     for label, run in labelled_runs(sweep):
         folder = root / run.run_id()
         status = states[run.run_id()]
         logged = logged_values(logged_rows(folder), "train/perplexity") if folder.is_dir() else []
+        logs[run.run_id()] = logged
         end = [p for _, p in logged[-END_WINDOWS:]]
         row = dict(label=label, task=run.task, model=run.model.name, lr=run.training.lr, seed=run.training.seed,
                    state=status.state, batches=status.batches_done,
@@ -51,10 +52,19 @@ def screen_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFra
         rows.append(row)
     runs = pd.DataFrame(rows)
     baseline = runs[runs.label.str.startswith(BASELINE)].set_index("task")
-    runs["ratio"] = [r.train_perplexity / baseline.train_perplexity.get(r.task, math.nan) for r in runs.itertuples()]
+    # against the baseline at the same batch (the mean of its windows ending where this run's log ends), so that a
+    # run still training is compared with where the baseline was then, not at its end
+    runs["ratio"] = [r.train_perplexity / _mean_until(logs.get(baseline.run_id.get(r.task), []), r.batches)
+                     if r.task in baseline.index else math.nan for r in runs.itertuples()]
     runs["helps"] = [bool(r.ratio <= HELPS_RATIO and r.train_fine > baseline.train_fine.get(r.task, math.inf))
                      for r in runs.itertuples()]
     return runs
+
+
+def _mean_until(logged: list[tuple[int, float]], batch: int) -> float:
+    """The mean of the last :data:`END_WINDOWS` windows of ``logged`` up to ``batch`` (NaN if it has none there)."""
+    upto = [p for step, p in logged if step <= batch][-END_WINDOWS:]
+    return sum(upto) / len(upto) if upto and batch > 0 else math.nan
 
 
 def write_screen_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
@@ -80,7 +90,8 @@ def write_screen_report(sweep: SweepConfig, config_file: str | Path, runs_root: 
              + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); per-run numbers and commits in "
              "[runs.csv](runs.csv).", "", sweep.description.strip(), "",
              f"Training perplexity: the mean of the last {END_WINDOWS} 100-batch windows; × baseline: against the "
-             "same task's baseline. Accuracies: the final evaluation of the best checkpoint (by training accuracy) on "
+             "same task's baseline at the same batch. Accuracies: the final evaluation of the best checkpoint (by "
+             "training accuracy) on "
              "the cached 1000 training-length and test-length sequences. *Still falling*: the plateau rule's "
              "trend check at the run's end. Nothing here read a test-length number to decide.", "",
              "| task | model | change | lr | batches | training perplexity | × baseline | still falling | "
