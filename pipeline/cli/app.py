@@ -28,11 +28,25 @@ class Commands(TyperGroup):
 
     # `transduce --help` lists the commands in the order a researcher meets them, whichever file registered them
     ORDER = ("version", "generate", "sample", "data-report", "train", "evaluate", "inspect", "sweep", "runs",
-             "dashboard", "archive", "study", "report", "params", "bench")
+             "dashboard", "archive", "study", "screen", "report", "params", "bench")
 
     def list_commands(self, ctx):
         names = super().list_commands(ctx)
         return sorted(names, key=lambda name: self.ORDER.index(name) if name in self.ORDER else len(self.ORDER))
+
+    def format_commands(self, ctx, formatter):
+        """Each command with the first sentence of its help, whole and wrapped (Click cuts it at ~45 columns with
+        "...", mid-sentence)."""
+        from click.utils import make_default_short_help
+
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, make_default_short_help(command.help or "", max_length=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def invoke(self, ctx):
         try:
@@ -61,6 +75,9 @@ class OSErrorLine(Exception):
 app = typer.Typer(
     cls=Commands,
     add_completion=False,
+    # Click's own help, not Typer's rich panels: those print every flag with a type, "--restore <bool>", as if it took
+    # a value, and wrap command summaries where their docstrings wrap
+    rich_markup_mode=None,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Reproduce 'Learning to Transduce with Unbounded Memory' (Grefenstette et al., 2015).",
@@ -76,6 +93,7 @@ TaskName = choices("TaskName", *TASK_NAMES)
 SplitName = choices("SplitName", *SPLITS)
 LengthReading = choices("LengthReading", *LENGTH_DISTRIBUTIONS)
 ModelName = choices("ModelName", *MODEL_NAMES)
+TrackingMode = choices("TrackingMode", "offline", "online", "off")
 
 
 Accelerator = choices("Accelerator", "auto", "cpu", "cuda")

@@ -13,6 +13,7 @@ from pipeline.cli.app import (
     ModelName,
     SplitName,
     TaskName,
+    TrackingMode,
     allow_dirty,
     allow_dirty_option,
     app,
@@ -54,7 +55,8 @@ def train(
     config: Path = typer.Option(None, "--config", help="A run config YAML (see configs/run.yaml); flags override it. "
                                 "Default: the --run-dir's own config.yaml if it has one, else the defaults."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Run directory (default: runs/<run id>)."),
-    wandb: str = typer.Option(None, "--wandb", show_default=_RUN.tracking.wandb, help="offline, online or off."),
+    wandb: TrackingMode = typer.Option(None, "--wandb", show_default=_RUN.tracking.wandb,
+                                       help="Weights & Biases: offline (local files), online or off."),
     accelerator: Accelerator = typer.Option(Accelerator.auto, "--accelerator",
                                             help="auto (a GPU when there is one), cpu or cuda."),
     restart: bool = typer.Option(False, "--restart", help="Train the run again from batch 0, replacing its log, "
@@ -76,7 +78,7 @@ def train(
         length_distribution=length_distribution and length_distribution.value,
         model=model and model.value, hidden=hidden, lr=lr,
         max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
-        wandb=wandb)
+        wandb=wandb and wandb.value)
     try:
         results = train_run(run_config, run_dir, progress=progress, restart=restart, reopen=reopen,
                             accelerator=accelerator.value)
