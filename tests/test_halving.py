@@ -121,3 +121,20 @@ exec {sys.executable} "$@"
     ended = [line.split(": ", 1)[1] for line in said if line.startswith("  finished: ")]
     last = len(ended) - 1 - ended[::-1].index(winner.run_dir.name)  # it also ends its rung as 'finished'
     assert last < ended.index(held.run_dir.name), said
+
+
+def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_rate(tmp_path):
+    """The third probe's item 9: a halving winner whose results.json was damaged made the next sweep promote a rate
+    the rung had cut and train it to the full budget."""
+    path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    statuses = run_local(sweep, runs, echo=lambda _: None)
+    (winner,) = [s for s in statuses if s.state == "finished"]
+    cut = [s for s in statuses if s.state == "pruned"]
+    (winner.run_dir / "results.json").write_text("{ cut short")
+    plan = halving_plan(sweep, runs)
+    assert plan[winner.run_dir.name].batches == 20 and not any(plan[s.run_dir.name].batches == 40 for s in cut)
+    again = run_local(sweep, runs, echo=lambda _: None)
+    assert all(s.batches_done == 20 for s in again if s.run_dir != winner.run_dir)  # no cut rate trained on
+    assert {s.state for s in again if s.run_dir == winner.run_dir} == {"damaged"}

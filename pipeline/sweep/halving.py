@@ -49,15 +49,19 @@ def brackets(sweep: SweepConfig) -> list[tuple[object, list[RunConfig]]]:
 def standing_at(run_dir: Path, rung: int) -> float | None:
     """A run's training perplexity for the rung at ``rung`` batches (the mean of its last :data:`RANK_WINDOWS`
     windows up to it), or None while it has not got there. A run that stopped before the rung (plateau, converged,
-    pruned) stands where it stopped; one that failed, or whose files are damaged, stands last (infinity)."""
+    pruned) stands where it stopped; one that failed stands last (infinity). One whose files are damaged holds the
+    rung undecided (None): ranked last, a damaged winner's results would hand its place to a rate the rung had cut,
+    which would then train to the full budget; the sweep names the damage, and the rung is decided once it is
+    repaired."""
     from pipeline.training.results import logged_values
 
     folder = RunDir(run_dir)
     try:
+        folder.check()
         logged = logged_values(folder.read_metrics(), "train/perplexity")
         results = folder.read_results()
     except DamagedRun:
-        return math.inf
+        return None
     if folder.failed_file.exists():
         return math.inf
     upto = [p for step, p in logged if step <= rung]
