@@ -296,3 +296,42 @@ def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path,
         alone = tmp_path / "alone" / config.run_id()
         train(config, alone, progress=False)
         assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+
+
+def test_one_members_failure_in_its_monitor_is_its_own(tmp_path, monkeypatch):
+    """The third probe's item 8: a diverging member whose perplexity overflowed failed every member of its population
+    with its error, the healthy ones included. Now its window's overflow is an infinite perplexity, and any error in
+    one member's window or evaluation fails that member alone."""
+    import math
+
+    from pipeline.training.monitor import TrainingMonitor
+
+    close = TrainingMonitor._close_window
+
+    def overflow_for_the_first(self, module, step, progress_bar=True):
+        if self.run_dir.name == "diverging" and step >= 40:
+            raise OverflowError("math range error")
+        return close(self, module, step, progress_bar)
+
+    monkeypatch.setattr(TrainingMonitor, "_close_window", overflow_for_the_first)
+    configs = [member("copy", 1, 1e-3, max_batches=60), member("copy", 2, 1e-3, max_batches=60)]
+    dirs = [tmp_path / "diverging", tmp_path / "healthy"]
+    results = train_population(configs, dirs, batched=False)
+    assert results[0] is None and results[1]["batches"] == 60
+    assert "OverflowError: math range error (at batch 40)" in RunDir(dirs[0]).read_failure()
+    assert not RunDir(dirs[1]).failed_file.exists()
+    # and the overflow itself is no error: a window's mean loss past exp's range is an infinite perplexity
+    monitor = TrainingMonitor(tmp_path / "x", [])
+    monitor.window_nll, monitor.window_tokens = 1e6, 10
+
+    class Module:
+        def log(self, *args, **kwargs):
+            pass
+
+    assert monitor._close_window(Module(), 10, progress_bar=False)["train/perplexity"] == math.inf
+
+
+def test_value_clipping_is_refused_by_a_population_instead_of_trained_as_norm_clipping(tmp_path):
+    with pytest.raises(ConfigError, match=r"training.clip_mode 'value' is not supported by population training"):
+        train_population([member("copy", 1, 1e-3, clip_mode="value")], [tmp_path / "run"], batched=False)
+    assert not (tmp_path / "run").exists()

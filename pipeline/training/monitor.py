@@ -144,7 +144,9 @@ class TrainingMonitor(L.Callback):
 
     def _close_window(self, module, step: int, progress_bar: bool = True) -> dict:
         """The average training perplexity of the batches since the last window closed."""
-        self.last_perplexity = math.exp(self.window_nll / self.window_tokens)
+        mean = self.window_nll / self.window_tokens
+        # a diverging run's mean loss can pass exp's range (~709 nats): its perplexity is then infinite, not an error
+        self.last_perplexity = math.inf if mean > 709.0 else math.exp(mean)  # NaN stays NaN
         self.window_nll, self.window_tokens = 0.0, 0
         self.windows.append((step, self.last_perplexity))
         if math.isnan(self.first_perplexity):

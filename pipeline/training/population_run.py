@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
+import traceback
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -251,6 +252,10 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path]) -> None:
                           f"{len(run_dirs)} directories")
     for config in configs:
         config.validate()
+        if config.training.clip_mode != "norm":  # the population's step clips by each member's norm, always
+            raise ConfigError(f"{config.run_id()}: training.clip_mode {config.training.clip_mode!r} is not supported "
+                              "by population training, which clips each member's gradient by its norm; train the run "
+                              "on its own (transduce train, or a sweep without --population)")
         if config.model.bottom_read_heard_from is not None:  # its mask follows each member's own batch count
             raise ConfigError(f"{config.run_id()}: model.bottom_read_heard_from "
                               f"({config.model.bottom_read_heard_from}) is not supported by population training; "
@@ -474,10 +479,13 @@ def _train_until_one_stops(live: list[Member], device: torch.device, length: int
             if not torch.isfinite(nll[k]):  # this member fails, as its single run would; the others go on
                 _fail(member, f"FloatingPointError: training loss is {nll[k].item()} at batch {member.step}")
                 continue
-            if together is not None and member.step % member.config.training.eval_every == 0:
-                together.pull(member)  # the monitor evaluates the member's own module
-            member.monitor.on_train_batch_end(member.trainer, member.module,
-                                              {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
+            try:
+                if together is not None and member.step % member.config.training.eval_every == 0:
+                    together.pull(member)  # the monitor evaluates the member's own module
+                member.monitor.on_train_batch_end(member.trainer, member.module,
+                                                  {"nll": nll[k], "tokens": tokens[k]}, None, member.step - 1)
+            except (ArithmeticError, ValueError, RuntimeError) as error:  # its window, its evaluation: its failure
+                _fail(member, f"{type(error).__name__}: {error} (at batch {member.step})", traceback.format_exc())
     return together
 
 
@@ -498,6 +506,7 @@ def one_after_another(live: list[Member], batches: list, clip: float) -> tuple[t
     return torch.stack(nlls), torch.stack(counts)
 
 
-def _fail(member: Member, error: str) -> None:
+def _fail(member: Member, error: str, trace: str = "") -> None:
+    """This member fails, as its single run would; the population goes on without it."""
     member.trainer.should_stop = True
-    RunDir(member.run_dir).write_failure(failure_record(error))
+    RunDir(member.run_dir).write_failure(failure_record(error, trace))
