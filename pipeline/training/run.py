@@ -266,7 +266,9 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
     if restart:
         return
     if not folder.results_file.exists():  # an interrupted run resumes from last.ckpt: it must be this run's own
-        if folder.last_checkpoint.exists():
+        # (a folder of another config altogether is claim_run_directory's to refuse, naming that config)
+        ours = not folder.config_file.exists() or folder.read_config().identity() == config.identity()
+        if ours and folder.last_checkpoint.exists():
             read_checkpoint(folder.last_checkpoint, run_dir, config)
         return
     stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
