@@ -192,3 +192,48 @@ def test_sighup_stops_training_with_129_and_a_line_and_the_handler_is_given_back
     assert result.exit_code == 129, result.output
     assert "stopped by SIGHUP (its terminal closed) at batch" in result.stderr.replace("\n", " ")
     assert signal.getsignal(signal.SIGHUP) is before
+
+
+# -- item 6: --wandb online without a network trains, logging offline ------------------------------------------------
+
+@pytest.fixture
+def silent_server():
+    """A W&B server that accepts connections and never answers (a network that swallows requests)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def test_wandb_online_without_a_network_says_so_at_once_and_logs_offline(tmp_path, monkeypatch):
+    from pipeline.training import tracking
+
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # the discard port: nothing listens there
+    assert "cannot be reached" in tracking.wandb_unreachable()
+    config = from_dict(RunConfig, {"task": "copy", "model": {"name": "lstm1", "hidden": 8},
+                                   "tracking": {"wandb": "online"}})
+    with pytest.warns(UserWarning, match="127.0.0.1:9 cannot be reached.*logging offline instead"):
+        logger = tracking.wandb_logger(config, tmp_path)
+    logger.experiment.log({"x": 1.0})
+    logger.experiment.finish()
+    assert [p.name.startswith("offline-run-") for p in (tmp_path / "wandb").iterdir() if p.is_dir()
+            and not p.is_symlink()] == [True]
+
+
+def test_an_online_run_that_times_out_falls_back_offline_under_the_same_id(tmp_path, monkeypatch, silent_server):
+    from pipeline.training import tracking
+
+    monkeypatch.setenv("WANDB_BASE_URL", silent_server)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setattr(tracking, "ONLINE_INIT_TIMEOUT_S", 3)
+    config = from_dict(RunConfig, {"task": "copy", "model": {"name": "lstm1", "hidden": 8},
+                                   "tracking": {"wandb": "online"}})
+    with pytest.warns(UserWarning, match="could not start.*logging offline instead"):
+        logger = tracking.wandb_logger(config, tmp_path)
+    logger.experiment.log({"x": 1.0})  # before the fix: "run ID ... is in use"
+    logger.experiment.finish()
+    folders = [p.name for p in (tmp_path / "wandb").iterdir() if p.is_dir() and not p.is_symlink()]
+    assert len(folders) == 1 and folders[0].startswith("offline-run-")

@@ -10,8 +10,11 @@ grid side by side in one project, and ``wandb leet runs/<profile>/<run>/wandb`` 
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import warnings
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pipeline.config import RunConfig, config_hash, to_dict
 
@@ -51,17 +54,47 @@ def wandb_logger(config: RunConfig, run_dir: Path):
                   group=Path(run_dir).resolve().parent.name, save_dir=str(run_dir), config=to_dict(config),
                   resume="allow")
     if mode == "online":
-        try:
-            logger = _without_anonymous(WandbLogger(**common,
-                                                    settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S,
-                                                                            reinit=REINIT)))
-            _ = logger.experiment  # start the run now, where a failure can still fall back
-            return logger
-        except Exception as error:  # no network, no credentials, server down: keep training, log offline
-            warnings.warn(f"wandb online run could not start ({error}); logging offline instead. "
-                          f"Upload later with: wandb sync {run_dir / 'wandb'}", stacklevel=2)
+        unreachable = wandb_unreachable()
+        if unreachable:  # no network: say so at once rather than after wandb's init timeout
+            warnings.warn(f"wandb online: {unreachable}; logging offline instead. Upload later with: wandb sync "
+                          f"{run_dir / 'wandb'}", stacklevel=2)
+        else:
+            before = _wandb_folders(run_dir)
+            try:
+                logger = _without_anonymous(WandbLogger(**common,
+                                                        settings=wandb.Settings(init_timeout=ONLINE_INIT_TIMEOUT_S,
+                                                                                reinit=REINIT)))
+                _ = logger.experiment  # start the run now, where a failure can still fall back
+                return logger
+            except Exception as error:  # no credentials, server down: keep training, log offline
+                # The timed-out online run is still held by wandb's service process ("run ID ... is in use" when
+                # the offline run below reuses the id): end that process (the offline run starts a fresh one), and
+                # drop the folder the attempt made, which holds nothing of the run.
+                wandb.teardown()
+                for folder in _wandb_folders(run_dir) - before:
+                    shutil.rmtree(Path(run_dir) / "wandb" / folder, ignore_errors=True)
+                warnings.warn(f"wandb online run could not start ({error}); logging offline instead. "
+                              f"Upload later with: wandb sync {run_dir / 'wandb'}", stacklevel=2)
     return _without_anonymous(WandbLogger(**common, offline=True, settings=wandb.Settings(mode="offline",
                                                                                           reinit=REINIT)))
+
+
+def wandb_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why W&B's server (``$WANDB_BASE_URL``, else api.wandb.ai) cannot be reached, or None when a TCP connection
+    opens within ``timeout_s``."""
+    url = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    host, port = url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return None
+    except OSError as error:
+        return f"{host}:{port} cannot be reached ({error.strerror or error})"
+
+
+def _wandb_folders(run_dir: Path) -> set[str]:
+    """The run folders wandb has written under ``<run dir>/wandb`` (not its ``latest-run`` and log links)."""
+    root = Path(run_dir) / "wandb"
+    return {p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()} if root.is_dir() else set()
 
 
 def _without_anonymous(logger):
