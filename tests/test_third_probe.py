@@ -237,3 +237,45 @@ def test_an_online_run_that_times_out_falls_back_offline_under_the_same_id(tmp_p
     logger.experiment.finish()
     folders = [p.name for p in (tmp_path / "wandb").iterdir() if p.is_dir() and not p.is_symlink()]
     assert len(folders) == 1 and folders[0].startswith("offline-run-")
+
+
+# -- item 12: no command writes into another profile's runs or report without being told ------------------------------
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "{copy}"], ["sweep", "{copy}", "--status"], ["archive", "{copy}"], ["archive", "{copy}", "--restore"],
+    ["report", "{copy}"], ["study", "{copy}"], ["screen", "{copy}"]])
+def test_a_copied_profile_that_kept_another_profiles_name_is_refused_before_writing(tmp_path, command):
+    from pipeline.paths import CONFIG_DIR, REPORTS_DIR, RUNS_DIR
+
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((CONFIG_DIR / "smoke.yaml").read_text())  # name: smoke
+    before_runs = sorted(RUNS_DIR.glob("smoke/*")) if RUNS_DIR.is_dir() else []
+    before_report = sorted(p.name for p in (REPORTS_DIR / "smoke").glob("*"))
+    result = runner.invoke(app, [part.format(copy=copy) for part in command])
+    if command[-1] == "--status":  # reads only
+        assert "configs/smoke.yaml's" not in result.output
+        return
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and "name 'smoke'" in line and "configs/smoke.yaml's" in line, line
+    assert (sorted(RUNS_DIR.glob("smoke/*")) if RUNS_DIR.is_dir() else []) == before_runs
+    assert sorted(p.name for p in (REPORTS_DIR / "smoke").glob("*")) == before_report
+
+
+def test_a_copied_profile_may_write_where_it_is_told(tmp_path):
+    from pipeline.paths import CONFIG_DIR
+    from pipeline.sweep.grid import check_own_folders, other_profile
+
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((CONFIG_DIR / "smoke.yaml").read_text())
+    sweep = load_sweep(copy)
+    assert other_profile(sweep, copy, runs=True) == CONFIG_DIR / "smoke.yaml"
+    assert other_profile(sweep, copy) is None  # writing nowhere by default: nothing to refuse
+    assert other_profile(sweep, CONFIG_DIR / "smoke.yaml", runs=True, reports=True) is None  # its own folders
+    renamed = profile(tmp_path / "renamed.yaml", 10, reports="cpu")  # its own name, another profile's report
+    with pytest.raises(ConfigError, match=r"reports/cpu/.*configs/cpu.yaml|configs/cpu.yaml.*reports/cpu/"):
+        check_own_folders(load_sweep(renamed), renamed, reports=True)
+    check_own_folders(load_sweep(renamed), renamed, runs=True)  # its runs folder is its own
+    result = runner.invoke(app, ["report", str(copy), "--runs-dir", str(tmp_path / "none"), "--out",
+                                 str(tmp_path / "out")])
+    assert "configs/smoke.yaml's" not in result.output  # told where: the ownership check passes (no runs: refused)

@@ -137,11 +137,16 @@ def fail(error: Exception) -> None:
     raise typer.Exit(code=2)
 
 
-def load_profile(profile: Path):
-    """A profile, validated (a ConfigError names the key; the boundary says it in one line)."""
+def load_profile(profile: Path, *, runs: bool = False, reports: bool = False):
+    """A profile, validated (a ConfigError names the key; the boundary says it in one line). ``runs`` / ``reports``:
+    the command is to write into the profile's default runs / reports folder, which must not be another profile's
+    (``check_own_folders``)."""
     from pipeline.sweep import load_sweep
+    from pipeline.sweep.grid import check_own_folders
 
-    return load_sweep(profile)
+    config = load_sweep(profile)
+    check_own_folders(config, profile, runs=runs, reports=reports)
+    return config
 
 
 ALLOW_DIRTY_HELP = ("Train on a checkout with uncommitted changes to tracked files (runs record the commit as "

@@ -47,7 +47,7 @@ def report(
     """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
     from pipeline.reports.build import write_report
 
-    config = load_profile(profile)
+    config = load_profile(profile, reports=out is None and not force)
     typer.echo(f"wrote {write_report(config, profile, runs_dir, out, force=force)}")
 
 

@@ -54,7 +54,7 @@ def sweep(
     from pipeline.sweep import default_workers, submit_slurm, summary, sweep_status
     from pipeline.sweep.grid import check_only
 
-    config = load_profile(profile)
+    config = load_profile(profile, runs=runs_dir is None and not status)
     check_only(config, only)
     if status:
         statuses = sweep_status(config, runs_dir)
@@ -178,14 +178,17 @@ def archive(
     restore: bool = typer.Option(False, "--restore", help="The other way: copy archived runs the runs folder lacks "
                                                           "back into it (nothing there is overwritten)."),
     force: bool = typer.Option(False, "--force", help="Replace archived copies that hold more batches than the run "
-                                                      "(refused otherwise, naming each)."),
+                                                      "(refused otherwise, naming each), and archive into the "
+                                                      "reports folder even where another profile file has its "
+                                                      "name."),
 ) -> None:
     """Keep a profile's finished runs without their checkpoints (their files and the memory traces the report
     draws), and its interrupted runs with them (in unfinished_runs/ beside), so a report can be regenerated, and an
     unfinished sweep resumed where it stopped, where the runs folder was lost."""
     from pipeline.runs import ArchiveRefused, archive_runs, archive_unfinished_runs, restore_runs, unfinished_folder
 
-    config = load_profile(profile)
+    # restoring writes into the runs folder, archiving into the reports folder
+    config = load_profile(profile, runs=restore and runs_dir is None, reports=not restore and to is None and not force)
     folder = to if to is not None else config.reports_dir() / "finished_runs"
     unfinished = unfinished_folder(folder)
     if restore:
@@ -234,7 +237,7 @@ def study(
     from pipeline.reports.kinds import check_kind
     from pipeline.reports.recipe import write_study_report
 
-    config = load_profile(profile)
+    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None)
     check_kind(out if out is not None else config.reports_dir(), "study")  # before any training (a profile's report)
     statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
     # the command that makes the report (--report-only writes the same one from the same runs)
@@ -259,7 +262,7 @@ def screen(
     from pipeline.reports.screen import write_screen_report
 
     allow_dirty(dirty)
-    config = load_profile(profile)
+    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None)
     check_kind(out if out is not None else config.reports_dir(), "screen")  # before any training
     statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
     typer.echo(f"wrote {write_screen_report(config, profile, runs_dir, out, command=f'transduce screen {profile}')}")

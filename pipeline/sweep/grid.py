@@ -17,6 +17,46 @@ def load_sweep(file: str | Path) -> SweepConfig:
     return load_yaml(SweepConfig, file)
 
 
+def other_profile(sweep: SweepConfig, file: str | Path, *, runs: bool = False, reports: bool = False) -> Path | None:
+    """The profile in ``configs/`` (another file than ``file``) whose default folders this one would write into: with
+    ``runs``, one of the same name (``runs/<name>/``); with ``reports``, one with the same reports folder. None when
+    there is none: a profile copied under a new file name that kept ``name: cpu`` would otherwise train into
+    ``runs/cpu``, archive into ``reports/cpu/finished_runs`` and overwrite ``reports/cpu``."""
+    import yaml
+
+    from pipeline.files import parse_yaml
+    from pipeline.paths import CONFIG_DIR
+
+    here = Path(file).resolve()
+    for other in sorted(CONFIG_DIR.glob("*.yaml")):
+        if other.resolve() == here:
+            continue
+        try:
+            data = parse_yaml(other.read_text())
+        except (OSError, yaml.YAMLError):
+            continue  # not a profile this check can read; loading it names its fault
+        if not isinstance(data, dict) or "grid" not in data:
+            continue  # a run config, not a profile
+        if (runs and data.get("name") == sweep.name) or (
+                reports and (data.get("reports") or data.get("name")) == (sweep.reports or sweep.name)):
+            return other
+    return None
+
+
+def check_own_folders(sweep: SweepConfig, file: str | Path, *, runs: bool = False, reports: bool = False) -> None:
+    """Refuse (:class:`ConfigError`, one line) a profile that would write into another profile's default folders:
+    ``runs`` when it is to write into ``runs/<name>/``, ``reports`` into its default reports folder."""
+    other = other_profile(sweep, file, runs=runs, reports=reports)
+    if other is not None:
+        where = " and ".join(([f"runs/{sweep.name}/"] if runs else [])
+                             + ([f"reports/{sweep.reports or sweep.name}/"] if reports else []))
+        raise ConfigError(f"{file}: its name {sweep.name!r}"
+                          + (f" (reports: {sweep.reports!r})" if sweep.reports else "")
+                          + f" is {other.relative_to(other.parents[1])}'s, so it would write into {where}, which "
+                          "are that profile's: give it a name of its own (name: ...), or name its folders "
+                          "(--runs-dir, --out or --to), or pass --force where the command has it")
+
+
 def default_workers(sweep: SweepConfig) -> int:
     """The profile's ``workers``, else one per CPU core this process may use (its affinity). ``--workers`` overrides
     both."""
