@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -20,19 +22,82 @@ import yaml
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see the module notes)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
-        with os.fdopen(fd, "wb") as f:
+    with written_atomically(path) as tmp:
+        with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+
+
+@contextmanager
+def written_atomically(path: str | Path):
+    """A temporary file beside ``path`` for the block to write (a torch checkpoint, say), renamed over ``path`` when
+    the block ends and removed when it fails, so that a full disk leaves the old file, not a truncated one. An
+    OSError then names ``path``, the file being made, not the temporary one."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600 whatever the umask
+        os.close(fd)
+    except OSError as error:
+        raise naming(error, path) from error
+    try:
+        yield Path(tmp)
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        raise naming(error, path) from error
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def staging_folder(final: str | Path):
+    """A hidden temporary folder beside ``final`` for the block to build it in (and rename it into place); removed
+    when the block fails, an OSError then naming ``final`` (not the temporary file, nor a copy's source, which is
+    what ``shutil`` names on a full disk)."""
+    final = Path(final)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    except OSError as error:
+        raise naming(error, final) from error
+    try:
+        yield staging
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise naming(error, final) from error
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+LOW_DISK_BYTES = 1 << 20  # less free than this and nothing a run writes fits: not a checkpoint, not its log
+
+
+def full_disk(path: str | Path) -> str | None:
+    """"No space left on device: ..." when the disk holding ``path`` (or its nearest existing folder) has less than
+    :data:`LOW_DISK_BYTES` free to this user; else None. What a process says when its workers could not even write
+    why they failed."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        return None
+    if free >= LOW_DISK_BYTES:
+        return None
+    return f"No space left on device: the disk holding {path} has {free:,} bytes free"
+
+
+def naming(error: OSError, path: str | Path) -> OSError:
+    """``error`` said of ``path``: the same errno and reason, the file or folder the caller was making."""
+    if error.filename is not None and Path(error.filename) == Path(path) and error.filename2 is None:
+        return error
+    return type(error)(error.errno, error.strerror or str(error), str(path)) if error.errno else error
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

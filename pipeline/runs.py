@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import ConfigError, RunConfig
-from pipeline.files import atomic_write_bytes, current_umask
+from pipeline.files import atomic_write_bytes, current_umask, staging_folder
 from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, DamagedRun, RunDir
 from pipeline.sweep.status import halved_state, planned_runs, run_state
 from pipeline.training.results import last_logged, logged_rows
@@ -104,16 +104,15 @@ def unfinished_folder(finished: Path) -> Path:
 def _copy_run(run_dir: Path, dest: Path, extra: tuple[str, ...] = ()) -> None:
     """Copy the archived files of ``run_dir`` (and ``extra``, paths inside it) to ``dest/<run id>/``, replacing an
     older copy atomically: a reader sees the old copy or the new one."""
-    dest.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{run_dir.name}.", dir=dest))
     files = [run_dir / name for name in ARCHIVED_FILES + extra if (run_dir / name).is_file()]
     files += [f for pattern in ARCHIVED_GLOBS for f in sorted(run_dir.glob(pattern))]
-    for f in files:
-        target = staging / f.relative_to(run_dir)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, target)
-    staging.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
-    _replace(staging, dest / run_dir.name)
+    with staging_folder(dest / run_dir.name) as staging:
+        for f in files:
+            target = staging / f.relative_to(run_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, target)
+        staging.chmod(0o777 & ~current_umask())  # mkdtemp makes it 0700
+        _replace(staging, dest / run_dir.name)
 
 
 def _replace(staging: Path, final: Path) -> None:
@@ -254,11 +253,10 @@ def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = Non
             if run_state(target, run) == "pending" and _fill_pending(archived, target, marker):
                 restored.append(target.name)
             continue
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
-        shutil.copytree(archived, staging / "run")
-        (staging / "run").rename(target)
-        staging.rmdir()
+        with staging_folder(target) as staging:
+            shutil.copytree(archived, staging / "run")
+            (staging / "run").rename(target)
+            staging.rmdir()
         restored.append(target.name)
     return restored
 

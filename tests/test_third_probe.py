@@ -279,3 +279,85 @@ def test_a_copied_profile_may_write_where_it_is_told(tmp_path):
     result = runner.invoke(app, ["report", str(copy), "--runs-dir", str(tmp_path / "none"), "--out",
                                  str(tmp_path / "out")])
     assert "configs/smoke.yaml's" not in result.output  # told where: the ownership check passes (no runs: refused)
+
+
+# -- item 13: a full disk is said, names the run and the path, and loses nothing ---------------------------------------
+
+def no_space(path):
+    import errno
+
+    return OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+def test_a_file_that_cannot_be_written_whole_leaves_the_old_one_and_names_itself(tmp_path):
+    from pipeline.files import atomic_write_text, written_atomically
+
+    target = tmp_path / "run" / "last.ckpt"
+    atomic_write_text(target, "the old checkpoint")
+    with pytest.raises(OSError, match=r"No space left on device: '.*run/last.ckpt'$"):
+        with written_atomically(target) as partial:
+            partial.write_text("half of a new one")
+            raise no_space("/tmp/tmpabc")  # what shutil and torch name: a temporary or a source file
+    assert target.read_text() == "the old checkpoint"
+    assert [p.name for p in target.parent.iterdir()] == ["last.ckpt"]  # no temporary file left behind
+
+
+def test_an_archive_onto_a_full_disk_names_the_copy_and_leaves_no_staging_folder(tmp_path, cache_dir, monkeypatch):
+    import pipeline.runs
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    prof = profile(tmp_path / "p.yaml", 10)
+    (run,) = run_local(load_sweep(prof), tmp_path / "runs", echo=lambda _: None)
+    copy2 = shutil.copy2
+
+    def fills_the_disk(source, target):
+        copy2(source, target)
+        raise no_space(source)  # shutil names the source file on ENOSPC
+
+    monkeypatch.setattr(pipeline.runs.shutil, "copy2", fills_the_disk)
+    archive = tmp_path / "archive"
+    with pytest.raises(OSError) as raised:
+        archive_runs(prof, archive, tmp_path / "runs")
+    assert raised.value.filename == str(archive / run.run_dir.name)
+    assert list(archive.iterdir()) == []  # no hidden staging folder
+
+
+def test_a_run_whose_checkpoint_meets_a_full_disk_is_interrupted_and_resumes(tmp_path, cache_dir, monkeypatch):
+    import contextlib
+
+    import pipeline.training.monitor
+    from pipeline.sweep.worker import run_one
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    from pipeline.sweep import prepare
+
+    sweep = load_sweep(profile(tmp_path / "p.yaml", 20))
+    (run_dir,) = prepare(sweep, tmp_path / "runs", retry_failed=False)
+
+    @contextlib.contextmanager
+    def full(path):
+        raise no_space(path)
+        yield
+
+    monkeypatch.setattr(pipeline.training.monitor, "written_atomically", full)
+    assert run_one(run_dir) == "interrupted"  # not "failed": nothing is wrong with the run
+    assert not RunDir(run_dir).failed_file.exists() and not RunDir(run_dir).last_checkpoint.exists()
+    monkeypatch.undo()
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    assert run_one(run_dir) == "finished"  # its first checkpoint was never written: it starts again from batch 0
+    assert max(int(row["step"]) for row in RunDir(run_dir).read_metrics()) == 20
+
+
+def test_the_sweep_says_when_its_disk_is_full(tmp_path, monkeypatch):
+    import collections
+
+    import pipeline.files
+
+    prof = profile(tmp_path / "p.yaml", 10)
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(pipeline.files.shutil, "disk_usage", lambda path: usage(10 << 30, 10 << 30, 4096))
+    result = runner.invoke(app, ["sweep", str(prof), "--status", "--runs-dir", str(tmp_path / "runs")])
+    assert "No space left on device: the disk holding" in result.output and "4,096 bytes free" in result.output
+    monkeypatch.setattr(pipeline.files.shutil, "disk_usage", lambda path: usage(10 << 30, 0, 10 << 30))
+    result = runner.invoke(app, ["sweep", str(prof), "--status", "--runs-dir", str(tmp_path / "runs")])
+    assert "No space" not in result.output

@@ -5,6 +5,7 @@ is allowed, never a traceback."""
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import signal
@@ -64,8 +65,11 @@ class Commands(TyperGroup):
             raise SystemExit(128 + signal.SIGPIPE) from None
         except OSError as error:
             where = f" ({error.filename})" if error.filename else ""
-            fail(OSErrorLine(f"{error.strerror or error}{where}: check that the folder exists, is a folder and is "
-                              "writable, or give another (--runs-dir, --out, --to, $TRANSDUCE_DATA_CACHE)"))
+            remedy = ("free some space on that disk (what was there is kept whole), or write elsewhere"
+                      if error.errno == errno.ENOSPC else "check that the folder exists, is a folder and is writable, "
+                      "or give another")
+            fail(OSErrorLine(f"{error.strerror or error}{where}: {remedy} (--runs-dir, --out, --to, "
+                             "$TRANSDUCE_DATA_CACHE)"))
 
 
 class OSErrorLine(Exception):

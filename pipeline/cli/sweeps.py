@@ -51,7 +51,8 @@ def sweep(
 ) -> None:
     """Run a profile's grid: skips finished runs, resumes interrupted ones, records failures and goes on."""
     allow_dirty(dirty)
-    from pipeline.sweep import default_workers, submit_slurm, summary, sweep_status
+    from pipeline.files import full_disk
+    from pipeline.sweep import default_workers, submit_slurm, summary, sweep_root, sweep_status
     from pipeline.sweep.grid import check_only
 
     config = load_profile(profile, runs=runs_dir is None and not status)
@@ -62,6 +63,8 @@ def sweep(
             typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
         typer.echo(summary(statuses, workers or default_workers(config)))
         _warn_damaged(s.run_dir for s in statuses if s.state == "damaged")
+        if disk := full_disk(sweep_root(config, runs_dir)):
+            typer.echo(f"  {disk}: runs cannot write their checkpoints or logs there")
         return
     if executor is Executor.slurm:
         submit_slurm(config, runs_dir, retry_failed, partition=partition, time_min=time_min,

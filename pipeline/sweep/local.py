@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 from pipeline.config import SweepConfig
+from pipeline.files import full_disk
 from pipeline.provenance import WORKERS_ENV
-from pipeline.rundir import RunDir
+from pipeline.rundir import DONE, RunDir
 from pipeline.sweep.grid import default_workers, pack, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
 from pipeline.sweep.status import RunStatus, planned_runs, run_status, summary, sweep_root, sweep_status
+from pipeline.sweep.worker import UNRECORDED_EXIT
 
 
 def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | None = None,
@@ -75,8 +77,13 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                     measured.setdefault(statuses[0].config.model.name, []).append(
                         (time.monotonic() - started) / (done - before))
                 for status in statuses:
-                    echo(f"  {status.state}: {status.run_dir.name}"
-                         + (f" (see {RunDir(status.run_dir).failed_file})" if status.state == "failed" else ""))
+                    if child.returncode == UNRECORDED_EXIT:
+                        why = full_disk(status.run_dir) or f"see {RunDir(status.run_dir).log_file}"
+                        echo(f"  {status.state}: {status.run_dir.name} (its worker could not write into the run "
+                             f"folder, not even why it stopped: {why})")
+                    else:
+                        echo(f"  {status.state}: {status.run_dir.name}"
+                             + (f" (see {RunDir(status.run_dir).failed_file})" if status.state == "failed" else ""))
                 changed = True
             if changed or time.monotonic() - last_report > report_every:
                 active = {run_dir for job, _, _ in children.values() for run_dir in job}
@@ -99,6 +106,8 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 child.kill()
     statuses = sweep_status(sweep, runs_root)
     echo(f"sweep {sweep.name}: " + summary(statuses, workers, measured))
+    if any(status.state not in DONE for status in statuses) and (disk := full_disk(root)):
+        echo(f"  {disk}: free some space and rerun the sweep (it resumes)")
     return statuses
 
 

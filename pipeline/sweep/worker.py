@@ -4,12 +4,35 @@ pipeline.sweep RUN_DIR [RUN_DIR ...]``; a SLURM array task calls :func:`run_job`
 
 from __future__ import annotations
 
+import errno
 import traceback
 from pathlib import Path
 
 from pipeline.rundir import DONE, RunDir, failure_record
 from pipeline.runlock import claim_owner, run_lock
 from pipeline.sweep.status import run_state
+
+# A worker's exit status when it could not write into its run folder, not even a failure record (a full disk): the
+# pool then says so, having nothing on disk to read it from.
+UNRECORDED_EXIT = 74  # EX_IOERR
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(run_dir: Path, error: OSError) -> str:
+    """A run stopped by a full disk is not a failed run: it resumes from its last whole checkpoint once there is
+    space (the sweep says the disk is full; this line reaches the run's log if anything still fits)."""
+    try:
+        print(f"{run_dir}: stopped, {error}; it resumes from its last checkpoint when the sweep is rerun with space "
+              "free", flush=True)
+    except OSError:
+        pass
+    return "interrupted"
+
+
+def record_failure(run_dir: Path, error: Exception) -> None:
+    """Record ``error`` as the run's failure (an OSError from recording it escapes: the worker's exit status
+    says it)."""
+    RunDir(run_dir).write_failure(failure_record(f"{type(error).__name__}: {error}", traceback.format_exc()))
 
 
 def run_one(run_dir: str | Path) -> str:
@@ -28,7 +51,9 @@ def run_one(run_dir: str | Path) -> str:
             print(stop, flush=True)
             return "interrupted"
         except Exception as error:  # recorded, not raised: one failed run must not stop a sweep
-            RunDir(run_dir).write_failure(failure_record(f"{type(error).__name__}: {error}", traceback.format_exc()))
+            if isinstance(error, OSError) and error.errno in DISK_FULL:
+                return disk_full(run_dir, error)
+            record_failure(run_dir, error)
             return "failed"
         RunDir(run_dir).clear_failure()
     return run_state(run_dir, config)
@@ -53,6 +78,9 @@ def run_population(run_dirs: list[str | Path], width: int | None = None) -> list
         print(stop, flush=True)
         return ["interrupted"] * len(run_dirs)
     except Exception as error:  # recorded, not raised, as for one run
+        if isinstance(error, OSError) and error.errno in DISK_FULL:
+            return [run_state(d, c) if run_state(d, c) in DONE else disk_full(d, error)
+                    for d, c in zip(run_dirs, configs)]
         failure = failure_record(f"{type(error).__name__}: {error}", traceback.format_exc())
         for d, c in zip(run_dirs, configs):
             if run_state(d, c) not in DONE:

@@ -26,6 +26,7 @@ import numpy as np
 
 from pipeline.data.encoding import JointVocabulary
 from pipeline.evaluation import evaluate, memory_usage
+from pipeline.files import written_atomically
 from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
@@ -194,7 +195,8 @@ class TrainingMonitor(L.Callback):
             # ties go to the later checkpoint, which has trained longer
             self.best = dict(step=step, train_coarse=train.coarse, train_fine=train.fine,
                              train_perplexity=self.last_perplexity)
-            trainer.save_checkpoint(self.best_path, weights_only=True)
+            with written_atomically(self.best_path) as partial:  # a full disk leaves the old one whole
+                trainer.save_checkpoint(partial, weights_only=True)
 
         self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
         if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
@@ -212,4 +214,5 @@ class TrainingMonitor(L.Callback):
         for logger in trainer.loggers:
             logger.save()
         RunDir(self.run_dir).write_timings(self.timings)
-        trainer.save_checkpoint(self.last_path, weights_only=False)
+        with written_atomically(self.last_path) as partial:
+            trainer.save_checkpoint(partial, weights_only=False)

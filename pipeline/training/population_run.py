@@ -38,7 +38,7 @@ import torch
 from pipeline.config import ConfigError, RunConfig, to_dict
 from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
-from pipeline.files import atomic_write_text
+from pipeline.files import atomic_write_text, written_atomically
 from pipeline.models import memory_of
 from pipeline.provenance import check_committed
 from pipeline.rundir import RunDir, failure_record
@@ -132,10 +132,8 @@ class Member:
         if not weights_only:
             checkpoint.update(callbacks={type(self.monitor).__name__: self.monitor.state_dict()},
                               optimizer_states=[self.optimizer.state_dict()], lr_schedulers=[])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
-        torch.save(checkpoint, partial)
-        partial.replace(path)  # atomic: a kill leaves the old checkpoint or the new one
+        with written_atomically(path) as partial:  # a kill or a full disk leaves the old checkpoint or the new one
+            torch.save(checkpoint, partial)
 
 
 @dataclasses.dataclass(eq=False)

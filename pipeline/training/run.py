@@ -388,9 +388,10 @@ def reopen_run(run_dir: Path) -> None:
 def refuse_lost_progress(run_dir: Path, checkpoint_every: int) -> None:
     """A run that logged batches but has no ``last.ckpt`` would silently start over: say so and stop. Unless it
     stopped before its first checkpoint was due: then starting again from batch 0 loses what any interruption between
-    two checkpoints loses (a sweep stopped in its first minutes left such runs failed, where they are interrupted)."""
+    two checkpoints loses (a sweep stopped in its first minutes left such runs failed, where they are interrupted),
+    or when its first checkpoint could not be written (a full disk: its log reaches that batch, the checkpoint not)."""
     steps = [int(row["step"]) for row in RunDir(run_dir).read_metrics()]
-    if steps and max(steps) < checkpoint_every:
+    if steps and max(steps) <= checkpoint_every:
         RunDir(run_dir).clear()
     elif steps:
         raise ConfigError(f"{run_dir} has logged {max(steps)} batches (metrics.csv) but its checkpoint "
