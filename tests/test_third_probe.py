@@ -197,6 +197,21 @@ def test_sighup_stops_training_with_129_and_a_line_and_the_handler_is_given_back
 # -- item 6: --wandb online without a network trains, logging offline ------------------------------------------------
 
 @pytest.fixture
+def fresh_wandb():
+    """wandb keeps one service per process, and Lightning's offline logger sets $WANDB_MODE for the whole process:
+    each test starts and ends without either."""
+    import os
+
+    import wandb
+
+    wandb.teardown()
+    os.environ.pop("WANDB_MODE", None)
+    yield
+    wandb.teardown()
+    os.environ.pop("WANDB_MODE", None)
+
+
+@pytest.fixture
 def silent_server():
     """A W&B server that accepts connections and never answers (a network that swallows requests)."""
     import socket
@@ -208,7 +223,7 @@ def silent_server():
     server.close()
 
 
-def test_wandb_online_without_a_network_says_so_at_once_and_logs_offline(tmp_path, monkeypatch):
+def test_wandb_online_without_a_network_says_so_at_once_and_logs_offline(tmp_path, monkeypatch, fresh_wandb):
     from pipeline.training import tracking
 
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # the discard port: nothing listens there
@@ -223,7 +238,8 @@ def test_wandb_online_without_a_network_says_so_at_once_and_logs_offline(tmp_pat
             and not p.is_symlink()] == [True]
 
 
-def test_an_online_run_that_times_out_falls_back_offline_under_the_same_id(tmp_path, monkeypatch, silent_server):
+def test_an_online_run_that_times_out_falls_back_offline_under_the_same_id(tmp_path, monkeypatch, silent_server,
+                                                                          fresh_wandb):
     from pipeline.training import tracking
 
     monkeypatch.setenv("WANDB_BASE_URL", silent_server)
