@@ -335,3 +335,27 @@ def test_the_share_of_seeds_has_its_exact_interval():
     assert 1 - binomial_cdf(14, 16, low) == pytest.approx(0.025, abs=1e-9)
     assert binomial_cdf(15, 16, high) == pytest.approx(0.025, abs=1e-9)
     assert all(math.isnan(x) for x in clopper_pearson(0, 0))
+
+
+def test_a_studys_rows_are_sorted_by_cell_and_its_conclusion_ranks_sure_choices_first():
+    import pandas as pd
+
+    from pipeline.reports.recipe import by_cell, study_conclusions
+
+    def row(task, model, choice, learned, done):
+        from pipeline.reports.recipe import clopper_pearson
+
+        low, high = clopper_pearson(learned, done)
+        return dict(task=task, model=model, choice=choice, lr=1e-3, seeds=done, done=done, learned=learned,
+                    share=learned / done, share_low=low, share_high=high, median_batches=1000.0, cap=6000,
+                    per_seed="")
+
+    table = pd.DataFrame([row("reversal", "deque", "a", 9, 16), row("copy", "queue", "b", 16, 16),
+                          row("reversal", "stack", "two of two", 2, 2), row("reversal", "stack", "sixteen", 16, 16)])
+    ordered = by_cell(table)
+    assert list(zip(ordered.task, ordered.model, ordered.choice)) == [
+        ("copy", "queue", "b"), ("reversal", "stack", "sixteen"), ("reversal", "stack", "two of two"),
+        ("reversal", "deque", "a")]
+    lines = study_conclusions(table)
+    assert lines[1].startswith("- **Stack-LSTM / reversal**: sixteen, lr 0.001: 16 of 16 seeds learned (100%, 79%")
+    assert "; next, two of two" in lines[1]

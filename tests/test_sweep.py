@@ -151,7 +151,8 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert "outside the profile, [60,000 batches](../experiments/lstm1-copy-long/) (budget)" in copy_lstm1
     assert "outside the profile" not in text.replace(copy_lstm1, "") and "lstm1-copy-elsewhere" not in text
     assert "lstm1-copy-retrained" not in text
-    assert "too short to judge a trend" in copy_lstm1  # 10 batches: one perplexity window, no trend to read
+    assert "too short 10 batches" in copy_lstm1  # 10 batches: one perplexity window, no trend to read
+    assert "too short to judge a trend" in (tmp_path / "out" / "evidence.md").read_text()
 
 
 def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkpoints(tmp_path):

@@ -32,14 +32,23 @@ from pipeline.provenance import provenance
 from pipeline.registry import Field
 from pipeline.reports.kinds import ReportRefused, check_kind
 from pipeline.reports.table2 import parameter_table, table2_markdown
-from pipeline.reports.table3 import all_runs, continuation, select_models, summary_line, table3, table3_markdown
+from pipeline.reports.table3 import (
+    VERDICT_MARKS,
+    all_runs,
+    continuation,
+    evidence_markdown,
+    legend,
+    select_models,
+    summary_line,
+    table3,
+    table3_figure,
+    table3_markdown,
+)
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
 from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
-from pipeline.training.stopping import describe
 
-OFFSET_STEP = 0.01  # vertical shift between consecutive models' curves (stated on the figure)
 _FALLBACK_COLORS = ("#7f7f7f", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
 
@@ -81,26 +90,44 @@ def _in_model_order(selected: pd.DataFrame, task: str) -> pd.DataFrame:
     return part.sort_values("model", key=lambda col: col.map(MODEL_NAMES.index))
 
 
+def _eval_sizes(part: pd.DataFrame, root: Path) -> str:
+    """"200 fresh training-length and 100 cached test-length sequences": what the logged evaluations used."""
+    sizes = set()
+    for r in part.itertuples():
+        folder = RunDir(root / r.run_id)
+        if folder.config_file.is_file():
+            t = folder.read_config().training
+            sizes.add((t.eval_size, t.test_eval_size))
+    return "; ".join(f"{a} fresh training-length and {b} cached test-length sequences" for a, b in sorted(sizes))
+
+
 def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
                        runs: pd.DataFrame | None = None) -> bool:
-    """Coarse accuracy against batches on training-length and test-length sequences (Figure 2b): the selected run
-    of each architecture strong, every other run of the profile in that cell faint, so the seeds' spread shows."""
+    """Figure 2b and the loss behind it: coarse accuracy against batches on training-length and test-length
+    sequences, and the training perplexity, the selected run of each architecture strong, every other run of the
+    profile in that cell faint, so the seeds' spread shows. Batches on a log axis, as the paper's Fig. 2b compares
+    models whose convergence differs by orders of magnitude."""
 
     def curves(r):
         path = RunDir(root / r.run_id).metrics_file
         frame = _metrics(root / r.run_id) if path.exists() else pd.DataFrame()
-        evals = frame.dropna(subset=["train/coarse"]) if "train/coarse" in frame else pd.DataFrame(
-            columns=["step", "train/coarse", "test/coarse"])
-        return [(evals["step"], evals[column]) for column in ("train/coarse", "test/coarse")]
+        out = []
+        for column in ("train/coarse", "test/coarse", "train/perplexity"):
+            logged = frame.dropna(subset=[column]) if column in frame else pd.DataFrame(columns=["step", column])
+            out.append((logged["step"], logged[column], None))
+        return out
 
     others = None
     if runs is not None and not runs.empty:
         others = runs[(runs.task == task) & ~runs.run_id.isin(set(selected.run_id) if not selected.empty else set())]
-    titles = [f"{TASK_TITLES[task]}: coarse accuracy, {lengths}"
-              for lengths in ("training lengths (8–64)", "test lengths (65–128)")]
-    # batches on a log axis, as the paper's Fig. 2b compares models whose convergence differs by orders of magnitude
-    return _two_panels(_in_model_order(selected, task), out, curves, titles, "batches (log scale)", "coarse accuracy",
-                       decorate=lambda ax: ax.set_xscale("log"), markersize=4, faint=others)
+    part = _in_model_order(selected, task)
+    panels = [("coarse accuracy, training lengths (8–64)", "coarse accuracy", (-0.03, 1.03)),
+              ("coarse accuracy, test lengths (65–128)", None, (-0.03, 1.03)),
+              ("training perplexity (100-batch windows)", "perplexity (log scale)", "log")]
+    sizes = _eval_sizes(part, root)
+    return _panels(part, out, curves, panels, "batches (log scale)", f"{TASK_TITLES[task]}: convergence",
+                   caption=f"Accuracy evaluated on {sizes} every evaluation." if sizes else "",
+                   decorate=lambda ax: ax.set_xscale("log"), faint=others, markersize=4)
 
 
 # Fig. 2b's claim as numbers: the training coarse accuracies whose first batch the convergence table gives.
@@ -169,58 +196,101 @@ def convergence_markdown(table: pd.DataFrame) -> list[str]:
             *(f"- {note}" for note in notes)]
 
 
+LENGTH_BIN = 8  # source lengths pooled per point of the length figures (7-25 sequences a length, ~120 a bin)
+
+
+def wilson(k: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval (95%) of a proportion k/n: an interval that stays inside [0, 1] at 0 and 1."""
+    if n <= 0:
+        return math.nan, math.nan
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def binned_accuracy(frame: pd.DataFrame, width: int = LENGTH_BIN) -> pd.DataFrame:
+    """Per bin of ``width`` source lengths (per split): sequences ``n``, coarse and fine accuracy (weighted by
+    sequences) and the coarse accuracy's 95% Wilson interval."""
+    frame = frame.assign(bin=(frame["source_length"] - 1) // width * width + 1)
+    rows = []
+    for (split, first), group in frame.groupby(["split", "bin"], sort=True):
+        n = float(group["n"].sum())
+        coarse = float((group["coarse"] * group["n"]).sum() / n)
+        low, high = wilson(coarse * n, n)
+        rows.append(dict(split=split, first=int(first), last=int(group["source_length"].max()), n=int(n),
+                         middle=float((group["source_length"] * group["n"]).sum() / n), coarse=coarse,
+                         fine=float((group["fine"] * group["n"]).sum() / n), low=low, high=high))
+    return pd.DataFrame(rows).sort_values("middle")
+
+
 def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
-    """Coarse and fine accuracy against source length, over the train, test and long sets."""
+    """Coarse (with its 95% interval) and fine accuracy against source length, over the train, test and long sets,
+    in bins of :data:`LENGTH_BIN` lengths; the caption gives the sequences a bin holds."""
+    counts = []
 
     def curves(r):
-        frame = pd.read_csv(RunDir(root / r.run_id).accuracy_file).sort_values("source_length")
-        return [(frame["source_length"], frame[column].rolling(5, center=True, min_periods=1).mean())
-                for column in ("coarse", "fine")]
+        binned = binned_accuracy(pd.read_csv(RunDir(root / r.run_id).accuracy_file))
+        counts.extend(binned["n"])
+        return [(binned["middle"], binned["coarse"], (binned["low"], binned["high"])),
+                (binned["middle"], binned["fine"], None)]
 
     def mark_windows(ax):
         ax.axvspan(*SPLITS["train"], color="grey", alpha=0.12, lw=0)
         ax.axvline(SPLITS["test"][1], color="grey", lw=0.8, ls=":")
 
-    titles = [f"{TASK_TITLES[task]}: {metric} accuracy by source length" for metric in ("coarse", "fine")]
-    return _two_panels(_in_model_order(selected, task), out, curves, titles,
-                       "source length (shaded: training lengths; dotted: end of test lengths)",
-                       "accuracy (5-length moving average)", decorate=mark_windows)
+    part = _in_model_order(selected, task)
+    panels = [("coarse accuracy (band: 95% interval)", "accuracy", (-0.03, 1.03)),
+              ("fine accuracy", None, (-0.03, 1.03))]
+    drawn = _panels(part, out, curves, panels, "source length (shaded: training lengths; dotted: end of test lengths)",
+                    f"{TASK_TITLES[task]}: accuracy by source length", decorate=mark_windows,
+                    caption=lambda: (f"Each point pools {LENGTH_BIN} source lengths: {min(counts)}–{max(counts)} "
+                                     "sequences of the cached evaluation sets." if counts else ""))
+    return drawn
 
 
-def _two_panels(part: pd.DataFrame, out: Path, curves, titles, xlabel: str, ylabel: str, decorate=None,
-                faint: pd.DataFrame | None = None, **style) -> bool:
-    """Two side-by-side accuracy panels, one line per selected run (``curves(run)`` gives its (x, y) per panel),
-    one colour per architecture throughout the report. False (and no file) when there is nothing to draw."""
+def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: str, caption="", decorate=None,
+            faint: pd.DataFrame | None = None, **style) -> bool:
+    """Panels side by side, one line per selected run (``curves(run)`` gives its (x, y, band or None) per panel),
+    one colour, dash and marker per architecture throughout the report; ``panels``: (title, y label, y limits or
+    "log") each. Lines are drawn as they are (equal values overlap; the dashes and markers keep them apart). False
+    (and no file) when there is nothing to draw."""
     if part.empty:
         return False
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    count = len(part)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.3))
     for r in (faint.itertuples() if faint is not None else ()):  # the other runs: thin, no marker, no label
-        for ax, (x, y) in zip(axes, curves(r)):
+        for ax, (x, y, _) in zip(axes, curves(r)):
             ax.plot(x, y, color=model_style(r.model)["color"], lw=0.8, alpha=0.3, zorder=1)
-    for k, r in enumerate(part.itertuples()):
+    for r in part.itertuples():
         look = model_style(r.model)
-        offset = (k - (count - 1) / 2) * OFFSET_STEP
-        for ax, (x, y) in zip(axes, curves(r)):
-            n = max(1, len(x))
-            ax.plot(x, y + offset, label=DISPLAY_NAMES.get(r.model, r.model), color=look["color"], ls=look["ls"],
-                    marker=look["marker"], markevery=max(1, n // 12), markersize=style.get("markersize", 5), lw=1.5,
-                    alpha=0.9)
-    for ax, title in zip(axes, titles):
+        for ax, (x, y, band) in zip(axes, curves(r)):
+            if band is not None:
+                ax.fill_between(x, band[0], band[1], color=look["color"], alpha=0.15, lw=0)
+            ax.plot(x, y, label=DISPLAY_NAMES.get(r.model, r.model), color=look["color"], ls=look["ls"],
+                    marker=look["marker"], markevery=max(1, len(x) // 12), markersize=style.get("markersize", 5),
+                    lw=1.5, alpha=0.9)
+    for ax, (name, ylabel, ylim) in zip(axes, panels):
         if decorate is not None:
             decorate(ax)
-        ax.set_title(title)
-        ax.set_xlabel(xlabel)
+        if ylim == "log":
+            ax.set_yscale("log")
+        elif ylim is not None:
+            ax.set_ylim(*ylim)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=9)
+        if ylabel:
+            ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(ylabel)
-    axes[0].set_ylim(-0.06, 1.06)
-    if count > 1:
-        fig.text(0.5, 0.005, f"Curves are shifted vertically by up to ±{(count - 1) / 2 * OFFSET_STEP:.3f} so that "
-                 "equal values stay visible.", ha="center", fontsize=8, color="#555555")
-    axes[1].legend(loc="best", fontsize=8)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(out, dpi=110)
+    axes[-1].legend(loc="best", fontsize=8)
+    fig.suptitle(title, fontsize=12)
+    text = caption() if callable(caption) else caption
+    if faint is not None and not faint.empty:
+        text += " Faint lines: the cell's other runs (seeds, rates, starts)."
+    if text:
+        fig.text(0.5, 0.01, text.strip(), ha="center", fontsize=8.5, color="#444444")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(out, dpi=100)
     plt.close(fig)
     return True
 
@@ -240,13 +310,38 @@ def _commits_line(selected: pd.DataFrame) -> str:
     if selected.empty:
         return "No finished runs."
     chains = [str(c).split() for c in selected["commit"]]  # a run resumed under a later commit lists both
-    commits = sorted({c for chain in chains for c in chain})
+    commits = {c for chain in chains for c in chain}
+    dirty = sum(c.endswith("-dirty") for c in commits)
     resumed = sum(len(chain) > 1 for chain in chains)
-    line = "Commit(s) the selected runs were trained at: " + ", ".join(f"`{c}`" for c in commits) + "."
-    if resumed:
-        line += (f" {resumed} of them {'was' if resumed == 1 else 'were'} interrupted and resumed under a later "
-                 "commit; each run's commits, oldest first, are in `table3.csv` and in its `commits.txt`.")
-    return line
+    return (f"The selected runs were trained at {len(commits)} commits" + (f" ({dirty} of them on a modified "
+            "checkout)" if dirty else "") + (f"; {resumed} were interrupted and resumed under a later one" if resumed
+                                              else "") + ": each run's, oldest first, in [table3.csv](table3.csv) "
+            "(and all runs' in [all_runs.csv](all_runs.csv)).")
+
+
+def stopping_table(sweep: SweepConfig) -> list[str]:
+    """The grid's stopping rules as a small table: one row per distinct set of rules, with the runs under it."""
+    rows: dict[tuple, int] = {}
+    for run in sweep.runs():
+        t = run.training
+        converged = (f"coarse ≥ {t.early_stop_coarse:g} × {t.early_stop_patience}" if t.early_stop_patience
+                     else "off")
+        if t.plateau_patience:
+            window = f"{t.plateau_patience * t.eval_every:,}"
+            if t.plateau_window_fraction:
+                window += f" or {t.plateau_window_fraction:.0%} of the run"
+            plateau = f"{t.plateau_tolerance:.0%} over {window}"
+            if t.plateau_after_leaving_start:
+                plateau += ", once off the start"
+        else:
+            plateau = "off"
+        pruned = (f"at {', '.join(f'{b:,}' for b in t.prune_at)} if > {t.prune_ratio:g} × start" if t.prune_at
+                  else "off")
+        key = (f"{t.max_batches:,}", converged, plateau, pruned)
+        rows[key] = rows.get(key, 0) + 1
+    return ["| cap (batches) | converged | plateau (tolerance over window) | pruned | runs |",
+            "|---|---|---|---|---|",
+            *(f"| {' | '.join(key)} | {n} |" for key, n in sorted(rows.items(), key=lambda kv: -kv[1]))]
 
 
 def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
@@ -463,9 +558,11 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
     atomic_write_text(out_dir / "table3.md", table3_markdown(table, header, " or ".join(map(str, sizes)) or "1000",
                                                             TASK_TITLES))
+    atomic_write_text(out_dir / "evidence.md", evidence_markdown(table, header, TASK_TITLES))
     atomic_write_text(out_dir / "table2.md", table2_markdown(parameter_table(), header))
 
     figures = []
+    overview = table3_figure(table, out_dir / "table3.png", TASK_TITLES)
     for task in TASK_NAMES:
         path = out_dir / f"convergence_{task}.png"
         if convergence_figure(task, selected, root, path, runs[runs.state.isin(DONE)]):
@@ -478,56 +575,59 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     atomic_write_text(out_dir / "batches_to_accuracy.csv", convergence.to_csv(index=False))
 
     traces = memory_traces(table, root, out_dir)
-    drawn = {out_dir / name for _, _, name in figures} | {out_dir / path for path in traces.values()}
+    drawn = ({out_dir / name for _, _, name in figures} | {out_dir / path for path in traces.values()}
+             | ({out_dir / "table3.png"} if overview else set()))
     for stale in [*out_dir.glob("*.png"), *out_dir.glob("traces/*.png")]:
         if stale not in drawn:
             stale.unlink()
 
     counts = {state: sum(s.state == state for s in statuses) for state in STATES}
     failed = [s for s in statuses if s.state == "failed"]
-    lines = [f"# Report: profile `{sweep.name}`", "", f"**{summary_line(table)}**", "", header, "",
-             sweep.description.strip(), "", "## Runs", "",
-             f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
-             f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "",
-             _compute_line(pd.DataFrame(finished), sweep), "",
-             "Stopping rules of the grid's runs: " + "; ".join(
-                 sorted({f"*{describe(run.training)}*" for run in sweep.runs()})) + ".",
-             "Every run, selected or not, with its settings, state, stop reason and numbers: "
-             "[all_runs.csv](all_runs.csv)."]
+    lines = [f"# Report: profile `{sweep.name}`", "", f"**{summary_line(table)}**", ""]
+    if overview:
+        lines += ["![Table 3 at a glance: ours against the paper's, coarse accuracy](table3.png)", ""]
+    lines += [header, "", sweep.description.strip(), "", "## Runs", "",
+              f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
+              f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "",
+              _compute_line(pd.DataFrame(finished), sweep), "",
+              "Stopping rules of the grid's runs (docs/training.md says what each checks):", "",
+              *stopping_table(sweep), "",
+              "Every run, selected or not, with its settings, state, stop reason and numbers: "
+              "[all_runs.csv](all_runs.csv)."]
     if failed:
         lines += ["", "Failed runs (see `failed.json` in each):", ""]
         lines += [f"- `{s.run_dir.name}`: {RunDir(s.run_dir).read_failure()}" for s in failed]
     lines += ["", "## Table 3, cell by cell", "",
-              "Each cell's verdict and the evidence it rests on; the full table with every value beside the paper's is "
-              "[table3.md](table3.md) ([CSV](table3.csv)).", "",
-              "Memory traces (`transduce inspect`): the selected run of each memory model decoding test-length "
-              f"sequence {TRACE_INDEX} of the cached set: push/pop, strengths and read weights per step.", "",
-              "| task | model | test coarse (ours · paper) | seeds: test coarse | runs tried / learned / pruned | "
-              "verdict | evidence | memory trace |", "|---|---|---|---|---|---|---|---|"]
+              "Each cell's verdict and the notes it rests on; [table3.md](table3.md) ([CSV](table3.csv)) has all four "
+              "values beside the paper's and the selected runs, [evidence.md](evidence.md) the evidence in full. "
+              "Memory traces (`transduce inspect`): the selected memory model decoding test-length sequence "
+              f"{TRACE_INDEX} of the cached set.", "", *legend(), "",
+              "| task | model | test coarse: ours (paper) | | seeds: test coarse | runs tried / learned / pruned | "
+              "notes | trace |", "|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         name = f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} |"
         if not r.in_profile:
-            lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | | not in this profile | | |")
+            lines.append(f"{name} — ({r.paper_test_coarse:.2f}) | — | | | not in this profile | |")
         elif pd.isna(r.run_id):
-            lines.append(f"{name} — · {r.paper_test_coarse:.2f} | | {r.runs} / {r.learned} / {r.pruned} | "
-                         "no finished run | | |")
+            lines.append(f"{name} — ({r.paper_test_coarse:.2f}) | — | | {r.runs} / {r.learned} / {r.pruned} | "
+                         "no finished run | |")
         else:
             sd = "—" if pd.isna(r.test_coarse_std) else f"{r.test_coarse_std:.2f}"
             trace = traces.get((r.task, r.model))
-            lines.append(f"{name} **{r.test_coarse:.2f}** · {r.paper_test_coarse:.2f} | {r.test_coarse_mean:.2f} ± "
-                         f"{sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / {r.pruned} | "
-                         f"**{r.verdict}** | {r.evidence}"
-                         f"{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
+            lines.append(f"{name} {r.test_coarse:.2f} ({r.paper_test_coarse:.2f}) | {VERDICT_MARKS[r.verdict]} | "
+                         f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
+                         f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
     lines += ["", *first_error_lines(table, root)]
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "
               "than for benchmark LSTMs\" (§5). Here, per task and architecture:", "",
               *convergence_markdown(convergence), "", "[CSV](batches_to_accuracy.csv).", "", "## Figures", "",
-              "Convergence: the selected run of each architecture strong, the profile's other runs of the cell faint; "
-              "batches on a log axis.", ""]
+              "Convergence: coarse accuracy and training perplexity against batches (log axis), the selected run of "
+              "each architecture strong, the profile's other runs of the cell faint. Length: accuracy against source "
+              f"length in bins of {LENGTH_BIN} lengths, coarse with its 95% interval.", ""]
     for task, kind, name in figures:
-        title = "coarse accuracy against batches" if kind == "convergence" else "accuracy against source length"
+        title = "accuracy and perplexity against batches" if kind == "convergence" else "accuracy against source length"
         lines += [f"### {TASK_TITLES[task]}: {title}", "", f"![{task} {kind}]({name})", ""]
     lines += ["## How runs were selected", "",
               "For each task and architecture, among its done runs (finished or pruned), the one with the lowest",

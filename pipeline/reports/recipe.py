@@ -119,7 +119,41 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def by_cell(table: pd.DataFrame) -> pd.DataFrame:
+    """The study's rows sorted by cell (task, then model, in the registries' order), within a cell by the lower end
+    of the share's interval (a choice that learned on 16 of 16 seeds ranks above one that learned on 2 of 2)."""
+    from pipeline.config import MODEL_NAMES
+    from pipeline.tasks import TASK_NAMES
+
+    order = table.assign(_task=table.task.map(TASK_NAMES.index), _model=table.model.map(MODEL_NAMES.index),
+                         _low=table.share_low.fillna(-1.0), _share=table.share.fillna(-1.0))
+    return order.sort_values(["_task", "_model", "_low", "_share"], ascending=[True, True, False, False],
+                             kind="stable").drop(columns=["_task", "_model", "_low", "_share"])
+
+
+def study_conclusions(table: pd.DataFrame) -> list[str]:
+    """Per cell, the choice that learned most surely (the highest lower end of its interval), and the runner-up."""
+    lines = []
+    for (task, model), part in by_cell(table).groupby(["task", "model"], sort=False):
+        done = part[part.done > 0]
+        if done.empty:
+            continue
+
+        def said(r) -> str:
+            median = "" if math.isnan(r.median_batches) else f", median {r.median_batches:,.0f} batches"
+            return (f"{r.choice}, lr {r.lr:g}: {r.learned} of {r.done} seeds learned ({r.share:.0%}, "
+                    f"{r.share_low:.0%}–{r.share_high:.0%}{median})")
+
+        best = done.iloc[0]
+        line = f"- **{DISPLAY_NAMES[model]} / {task}**: {said(best)}"
+        if len(done) > 1:
+            line += f"; next, {said(done.iloc[1])}"
+        lines.append(line + (f" ({len(done)} choices tried)" if len(done) > 2 else "") + ".")
+    return lines
+
+
 def study_markdown(table: pd.DataFrame) -> list[str]:
+    table = by_cell(table)
     lines = ["| cell | choice | lr | learned / done (of seeds) | share (95% interval) | median batches to learn | "
              "cap | per seed: batch learned (— never) |", "|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
@@ -145,6 +179,9 @@ def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: P
              f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder. The commit(s) each run was trained at "
              "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",
              f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",
+             "## What it shows", "",
+             "Per cell, the choice that learned on its seeds most surely (the highest lower end of the 95% "
+             "interval), then the next:", "", *study_conclusions(table), "", "## Every choice", "",
              f"A run has learned at the first evaluation where its coarse accuracy on fresh training-length "
              f"sequences reaches {LEARNED_COARSE}; it then stops. *done* counts seeds that finished, were pruned (not "
              "learning) or learned. The interval is the exact (Clopper–Pearson) 95% interval of the share over the "

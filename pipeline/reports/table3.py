@@ -37,6 +37,42 @@ from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_falli
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
 VERDICTS = ("reproduced", "better", "budget-limited", "stopped on its starting plateau", "disagrees at convergence")
+# One short mark per verdict, in tables and on the Table 3 figure (glyphs the figures' DejaVu Sans has)
+VERDICT_MARKS = {"reproduced": "✓", "better": "↑", "budget-limited": "…", "stopped on its starting plateau": "○",
+                 "disagrees at convergence": "✗"}
+
+# The kinds of evidence a cell's verdict rests on: a short label in the tables, defined once in evidence.md
+EVIDENCE_KINDS = {
+    "converged": ("converged", "Training coarse accuracy held at 1.0 (on fresh training-length sequences) for the "
+                  "profile's number of evaluations in a row: the converged stop."),
+    "plateau": ("plateau", "Stopped by the plateau rule (docs/training.md, \"The plateau rule\"): over its last window "
+                "the training perplexity had not beaten its reference by the tolerance and its mean was within the "
+                "tolerance of the window before's."),
+    "plateau-falling": ("plateau, falling", "Stopped by the plateau rule, although the report's trend check (the "
+                        "mean of the last window against the window before's) still sees it falling: a slow fall "
+                        "under the rule's tolerance."),
+    "v1-stop": ("v1 stop", "Stopped by version 1 of the plateau rule (its reference moved on every evaluation), "
+                "which version 2 does not confirm at that batch: the numbers are where the run was cut short, not "
+                "where it converges; the sweep trains it on when it runs again. Budget-limited whatever its numbers, "
+                "unless they already reproduce or beat the paper's."),
+    "cap-falling": ("cap, falling", "Hit its batch cap with its training perplexity still falling (the last "
+                    "window's mean below the window before's by more than the tolerance, in perplexity or in "
+                    "cross-entropy beyond its noise): more batches would have moved it."),
+    "cap-flat": ("cap, flat", "Hit its batch cap with its training perplexity flat over its last window; no rule "
+                 "judged it converged before the cap."),
+    "rung": ("halving rung", "Stopped by successive halving at a rung of the learning-rate search: it reached that "
+             "rung's budget, not the run's cap."),
+    "pruned": ("pruned", "Pruned: still near the uniform perplexity at a pruning checkpoint."),
+    "too-short": ("too short", "Fewer than two perplexity windows: no trend can be judged."),
+    "never-left-start": ("never left start", "Its training perplexity never fell to half its first window's: it "
+                         "stopped before it learned anything, so its numbers say nothing of where training "
+                         "converges."),
+    "runs-pruned": ("pruned runs", "Runs of the cell pruned on the uniform plateau (k of n)."),
+    "unfinished": ("runs not done", "Some of the cell's runs were still to train when the report was made: the "
+                   "cell so far, selected among the done runs."),
+    "continued": ("continued", "The selected run was continued outside the profile (same run, cap raised; "
+                  "`reports/experiments/`): the verdict is judged where the continuation ended."),
+}
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
                "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
@@ -45,8 +81,8 @@ TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
     + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
-       "median_batches_to_converge", "verdict", "evidence", "continued_batches", "continued_in", "start",
-       "left_start", "provenance", "run_id", "commit"]
+       "median_batches_to_converge", "verdict", "notes", "note_kinds", "evidence", "continued_batches",
+       "continued_in", "start", "left_start", "provenance", "run_id", "commit"]
 )
 
 
@@ -232,6 +268,37 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     return text
 
 
+def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
+    """The short form of :func:`evidence`: (kind of :data:`EVIDENCE_KINDS`, what this cell adds, a few words)."""
+    stop, batches = selected.stop_reason, f"{int(selected.batches):,}"
+    if stop == "pruned":
+        out = [("pruned", f"at {batches}")]
+    elif stop == "converged":
+        out = [("converged", f"at {batches}")]
+    elif stop == "plateau":
+        out = [("plateau-falling" if selected.still_improving else "plateau", f"at {batches}")]
+    elif not selected.trend_batches:
+        out = [("too-short", f"{batches} batches")]
+    elif selected.state == "pruned":
+        out = [("rung", f"at {batches}")]
+    else:
+        out = [("cap-falling" if selected.still_improving else "cap-flat", batches)]
+    if stop in ("plateau", "budget") and not has_left_start(selected):
+        out.append(("never-left-start", f"ppl {selected.train_perplexity:.3g} of {selected.start_perplexity:.3g}"))
+    pruned = int((cell.state == "pruned").sum())
+    if pruned:
+        out.append(("runs-pruned", f"{pruned}/{len(cell)}"))
+    unfinished = int(cell.state.isin(("running", *TO_GO)).sum())
+    if unfinished:
+        out.append(("unfinished", f"{unfinished}/{len(cell)}"))
+    return out
+
+
+def notes_text(pairs) -> str:
+    """A cell's notes as "label detail · label detail" (the labels of :data:`EVIDENCE_KINDS`)."""
+    return " · ".join(f"{EVIDENCE_KINDS[kind][0]} {detail}".strip() for kind, detail in pairs)
+
+
 def continuation(folder: Path) -> dict:
     """A run kept outside the profile (``reports/experiments/<name>/``: its ``results.json`` and ``metrics.csv``),
     read for :func:`table3`'s ``continuations``: its four values, batches, stop reason, training perplexity and
@@ -302,6 +369,9 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                            verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
                                            r.stop_reason, bool(r.still_improving), has_left_start(r)),
                            evidence=evidence(r, cell))
+                cell_notes = notes(r, cell)
+                if r.unconfirmed_plateau:
+                    cell_notes[0] = ("v1-stop", cell_notes[0][1])
                 if r.unconfirmed_plateau and row["verdict"] not in ("reproduced", "better"):
                     row.update(verdict="budget-limited", evidence=(
                         f"stopped at batch {int(r.batches):,} by version 1 of the plateau rule, which the rule in "
@@ -312,6 +382,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                     judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS})
                     row.update(verdict=judged, evidence=f"{row['evidence']}; {text}",
                                continued_batches=later["batches"], continued_in=later["name"])
+                    cell_notes.append(("continued", f"to {later['batches']:,} ({later['name']})"))
+                row.update(notes=notes_text(cell_notes), note_kinds=" ".join(kind for kind, _ in cell_notes))
             rows.append(row)
     out = pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
     for column in ("hidden", "seed", "batches", "runs", "done", "learned", "pruned", "seeds_at_selected",
@@ -342,59 +414,141 @@ def _value(x: float, digits: int = 2) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def anchor(heading: str) -> str:
+    """The anchor GitHub and most Markdown viewers give a heading: lower case, punctuation dropped, spaces to '-'."""
+    return "".join(c for c in heading.lower() if c.isalnum() or c in " -").replace(" ", "-")
+
+
+def legend(link: str = "evidence.md") -> list[str]:
+    """The verdict marks and the note labels, each label linked to its definition in ``link``."""
+    marks = " · ".join(f"{VERDICT_MARKS[v]} {v}" for v in VERDICTS)
+    labels = ", ".join(f"[{label}]({link}#{anchor(label)})" for label, _ in EVIDENCE_KINDS.values())
+    return [f"Verdicts: {marks}; — no finished run, or not in this profile.",
+            f"Notes (each kind defined once in [{link}]({link})): {labels}."]
+
+
+def _ours_paper(ours: float, paper: float) -> str:
+    """"0.17 (0.62) −0.45": ours, the paper's in brackets, the difference; bold where it exceeds the tolerance."""
+    if pd.isna(paper):
+        return "—" if pd.isna(ours) else f"{ours:.2f} (—)"
+    if pd.isna(ours):
+        return f"— ({paper:.2f})"
+    diff = round(ours - paper, 2) + 0.0  # no "−0.00"
+    shown = f"{diff:+.2f}".replace("-", "−")
+    return f"{ours:.2f} ({paper:.2f}) " + (f"**{shown}**" if abs(diff) > TOLERANCE + 1e-9 else shown)
+
+
 def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: dict[str, str]) -> str:
+    """Table 3 laid out as the paper's (training and test, coarse and fine), each value as ours (paper) and the
+    difference, a verdict mark and short notes; then the selected run behind each cell."""
     lines = [
         "# Table 3: training and test accuracy of the selected models",
         "",
         header,
         "",
-        summary_line(table),
+        f"**{summary_line(table)}**",
         "",
-        f"Each accuracy cell: **ours** · paper · difference (ours − paper). Training = {eval_sizes} training-length",
-        "sequences (source 8–64), test = as many test-length sequences (source 65–128), from the fixed cached sets.",
-        "Selected run per task and architecture: lowest average training perplexity (§5). *Seeds*: test coarse mean",
-        "± standard deviation over the done runs of the selected run's setting (all but the seed; n). *Runs*: tried /",
-        f"learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged at*: median batches of the runs that",
-        f"converged or plateaued. Verdicts: within {TOLERANCE} of the paper on all four values = reproduced; none",
-        f"{TOLERANCE} below and some above = better; else budget-limited (its cap stopped it, perplexity still falling",
-        "or flat: the evidence says which; no rule judged it converged),",
-        "stopped on its starting plateau (stopped while its training perplexity had never fallen to "
-        f"{LEFT_START_RATIO:g} ×",
-        "its first window's: it had not begun to learn, so it says nothing of where training converges) or",
-        "disagrees at convergence (evidence in the last column). A budget-limited run continued outside the profile",
-        "(same run, cap raised: `reports/experiments/`) is judged where the continuation ended; the evidence says so.",
-        "*Start*: the initial biases of the selected memory model's push and pop signals (init: nn.Linear's, about",
-        "0; the DeQue's two ends), and any probe set. A selected run trained on a modified checkout, or with another",
-        "torch than the pinned one, says so in its *selected run* cell.",
+        f"Each value: ours (paper) and the difference, **bold** beyond {TOLERANCE}. Training = {eval_sizes} "
+        "training-length sequences (source 8–64), testing = as many test-length ones (source 65–128), from the fixed "
+        "cached sets. The selected run of a cell: its lowest average training perplexity (§5).",
+        "",
+        *legend(),
+        "",
+        "| Task | Model | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for task in TASK_NAMES:
-        part = table[table.task == task]
-        lines += ["", f"## {titles.get(task, task)}", "",
-                  "| model | train coarse | train fine | test coarse | test fine | seeds: test coarse | runs | "
-                  "converged at | verdict | selected run | evidence |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in part.itertuples():
-            name = DISPLAY_NAMES[r.model]
-            if not r.in_profile:
-                papers = " | ".join(f"— · {getattr(r, f'paper_{m}'):.2f} · —" for m in METRICS)
-                lines.append(f"| {name} | {papers} | | | | not in this profile | | |")
-                continue
-            cells = []
-            for m in METRICS:
-                ours, paper, diff = getattr(r, m), getattr(r, f"paper_{m}"), getattr(r, f"diff_{m}")
-                cells.append(f"— · {paper:.2f} · —" if pd.isna(ours) else f"**{ours:.2f}** · {paper:.2f} · {diff:+.2f}")
-            if pd.isna(r.run_id):
-                lines.append(f"| {name} | " + " | ".join(cells) + f" | | {r.runs} / {r.learned} / {r.pruned} | | "
-                             "no finished run | | |")
-                continue
-            spread = (f"{r.test_coarse_mean:.2f} ± {_value(r.test_coarse_std)} (n={int(r.seeds_at_selected)})")
-            converged = "—" if pd.isna(r.median_batches_to_converge) else f"{r.median_batches_to_converge:,.0f}"
-            chosen = f"h{int(r.hidden)}, lr {r.lr:g}, seed {int(r.seed)}, {int(r.batches):,} batches"
-            if isinstance(r.start, str) and r.start:
-                chosen += f"; start: {r.start}"
-            if isinstance(r.provenance, str) and r.provenance:
-                chosen += f"; trained with a {r.provenance}" if r.provenance.startswith("modified") else \
-                    f"; trained with {r.provenance}"
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {spread} | {r.runs} / {r.learned} / {r.pruned} | "
-                         f"{converged} | **{r.verdict}** | {chosen} | {r.evidence} |")
+        for k, r in enumerate(table[table.task == task].itertuples()):
+            cells = [_ours_paper(getattr(r, m), getattr(r, f"paper_{m}")) for m in METRICS]
+            mark = VERDICT_MARKS.get(r.verdict, "—") if isinstance(r.verdict, str) else "—"
+            note = ("not in this profile" if not r.in_profile else "no finished run" if pd.isna(r.run_id)
+                    else r.notes if isinstance(r.notes, str) else "")
+            lines.append(f"| {titles.get(task, task) if k == 0 else ''} | {DISPLAY_NAMES[r.model]} | "
+                         + " | ".join(cells) + f" | {mark} | {note} |")
+    lines += ["", "## The selected runs", "",
+              f"*Seeds*: test coarse mean ± standard deviation over the done runs of the selected run's setting (all "
+              f"but the seed; n). *Runs*: tried / learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged "
+              "at*: median batches of the runs that converged or plateaued. *Start*: the initial biases of a memory "
+              "model's push and pop signals (init: nn.Linear's, about 0; the DeQue's two ends), and any probe set. "
+              "*Trained with*: a modified checkout or a torch other than the pinned one, where that was so.",
+              "",
+              "| Task | Model | run | batches | seeds: test coarse | runs | converged at | start | trained with |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for r in table[table.run_id.notna()].itertuples():
+        spread = f"{r.test_coarse_mean:.2f} ± {_value(r.test_coarse_std)} (n={int(r.seeds_at_selected)})"
+        converged = "—" if pd.isna(r.median_batches_to_converge) else f"{r.median_batches_to_converge:,.0f}"
+        lines.append(f"| {titles.get(r.task, r.task)} | {DISPLAY_NAMES[r.model]} | h{int(r.hidden)}, lr {r.lr:g}, "
+                     f"seed {int(r.seed)} | {int(r.batches):,} | {spread} | {r.runs} / {r.learned} / {r.pruned} | "
+                     f"{converged} | {r.start if isinstance(r.start, str) else ''} | "
+                     f"{r.provenance if isinstance(r.provenance, str) else ''} |")
     return "\n".join(lines) + "\n"
+
+
+def evidence_markdown(table: pd.DataFrame, header: str, titles: dict[str, str]) -> str:
+    """``evidence.md``: each kind of evidence defined once, with the cells whose notes begin with it and, for each,
+    the evidence in full (what ``table3.csv``'s evidence column holds)."""
+    lines = ["# The evidence behind Table 3's notes", "", header, "",
+             "Each kind is defined once; under it, the cells whose first note it is, with their evidence in full.", ""]
+    first = {}
+    for r in table[table.run_id.notna()].itertuples():
+        first.setdefault(str(r.note_kinds).split()[0], []).append(r)
+    for kind, (label, definition) in EVIDENCE_KINDS.items():
+        lines += [f"## {label}", "", definition, ""]
+        for r in first.get(kind, []):
+            lines.append(f"- **{titles.get(r.task, r.task)}, {DISPLAY_NAMES[r.model]}** "
+                         f"({VERDICT_MARKS.get(r.verdict, '')} {r.verdict}): {r.evidence}")
+        if first.get(kind):
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> bool:
+    """Table 3 at a glance: two panels (test and training coarse accuracy), tasks × architectures; each cell ours
+    over the paper's, coloured by the difference (red: ours below, blue: above, white: within the tolerance), its
+    verdict mark in the corner. False (and no file) when no cell has a finished run."""
+    if table.run_id.isna().all():
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
+
+    fig, axes = plt.subplots(1, 2, figsize=(15, 5.2))
+    norm, cmap = TwoSlopeNorm(vcenter=0.0, vmin=-1.0, vmax=1.0), plt.get_cmap("RdBu")
+    for ax, metric, name in zip(axes, ("test_coarse", "train_coarse"), ("Test", "Training")):
+        for i, task in enumerate(TASK_NAMES):
+            for j, model in enumerate(MODEL_NAMES):
+                rows = table[(table.task == task) & (table.model == model)]
+                if rows.empty:
+                    continue
+                r = rows.iloc[0]
+                ours, paper = r[metric], r[f"paper_{metric}"]
+                diff = ours - paper if pd.notna(ours) and pd.notna(paper) else math.nan
+                shade = "#eeeeee" if math.isnan(diff) else (
+                    "#ffffff" if abs(diff) <= TOLERANCE + 1e-9 else cmap(norm(diff)))
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=shade, edgecolor="#999999", lw=0.6))
+                dark = not math.isnan(diff) and abs(diff) > 0.6
+                ax.text(j + 0.5, i + 0.42, "—" if pd.isna(ours) else f"{ours:.2f}", ha="center", va="center",
+                        fontsize=11, weight="bold", color="white" if dark else "black")
+                ax.text(j + 0.5, i + 0.74, "paper " + ("—" if pd.isna(paper) else f"{paper:.2f}"), ha="center",
+                        va="center", fontsize=7.5, color="white" if dark else "#444444")
+                if isinstance(r.verdict, str):
+                    ax.text(j + 0.93, i + 0.1, VERDICT_MARKS[r.verdict], ha="right", va="top", fontsize=10,
+                            color="white" if dark else "black")
+        ax.set_xlim(0, len(MODEL_NAMES))
+        ax.set_ylim(len(TASK_NAMES), 0)
+        ax.set_xticks([j + 0.5 for j in range(len(MODEL_NAMES))], [DISPLAY_NAMES[m] for m in MODEL_NAMES],
+                      rotation=20, fontsize=9)
+        ax.set_yticks([i + 0.5 for i in range(len(TASK_NAMES))], [titles.get(t, t) for t in TASK_NAMES], fontsize=9)
+        ax.tick_params(length=0)
+        ax.set_title(f"{name} coarse accuracy: ours (bold) and the paper's", fontsize=11)
+        for side in ax.spines.values():
+            side.set_visible(False)
+    marks = "   ".join(f"{VERDICT_MARKS[v]} {v}" for v in VERDICTS)
+    fig.text(0.5, 0.02, f"Verdict (all four values): {marks}.   Colour: ours − paper (red below, blue above; white "
+             f"within {TOLERANCE}; grey: no run).", ha="center", fontsize=9, color="#333333")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
