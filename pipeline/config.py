@@ -168,6 +168,9 @@ class TrainingConfig:
     eval_size: int = 1000  # fresh training-length sequences per evaluation
     test_eval_size: int = 1000  # cached test-length sequences per evaluation (at most the cached 1000)
     final_eval_size: int = 1000  # cached sequences per split in the final evaluation (1000: the paper's)
+    # Sequences per band of source length out to 512 (pipeline.generalisation) the final evaluation also scores,
+    # into far_lengths.csv; 0: not measured. A measurement only: not part of the run's identity.
+    far_eval_size: int = 0
     checkpoint_every: int = 500  # "last" checkpoint for resuming after a crash
     early_stop_patience: int = 3  # stop once training coarse accuracy has been 1.0 for this many evaluations (0: off)
     early_stop_coarse: float = 1.0  # ... or at least this (a study that only asks "when did it learn" uses 0.99)
@@ -199,6 +202,9 @@ class TrainingConfig:
         if not 0 < self.rmsprop_alpha < 1:
             raise ConfigError(f"{path}.rmsprop_alpha must lie in (0, 1), got {self.rmsprop_alpha!r}")
         _positive(f"{path}.rmsprop_eps", self.rmsprop_eps)
+        if not 0 <= self.far_eval_size <= 1000:
+            raise ConfigError(f"{path}.far_eval_size must lie in [0, 1000] (0: not measured; else sequences per "
+                              f"band), got {self.far_eval_size!r}")
         for key in ("test_eval_size", "final_eval_size"):
             if not 1 <= getattr(self, key) <= 1000:
                 raise ConfigError(f"{path}.{key} must lie in [1, 1000] (the cached sets' size), got "
@@ -281,7 +287,8 @@ class RunConfig:
         from pipeline.tasks import has_length_choice
 
         training = _without_later_keys(to_dict(self.training), LATER_TRAINING_KEYS)
-        del training["max_batches"]
+        for key in ("max_batches", *MEASUREMENT_KEYS):
+            del training[key]
         model = _without_later_keys(to_dict(self.model.resolved()), LATER_MODEL_KEYS)
         identity = {"task": self.task, "model": model, "training": training}
         if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
@@ -304,6 +311,9 @@ class RunConfig:
 # plateau_window_fraction came with version 2 of the plateau rule (stopping.PLATEAU_RULE): the runs stopped by
 # version 1 keep their ids and are judged again by version 2 (the same run, trained on: pipeline.sweep.grid).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fraction": 0.1}
+# Training keys that add a measurement to a run's outputs and change nothing it trains or reports in Table 3: never
+# part of its identity (the runs of a profile that starts measuring keep their ids, and go on).
+MEASUREMENT_KEYS = ("far_eval_size",)
 LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None,
                     "source_order": "forward", "forget_bias": None}
 

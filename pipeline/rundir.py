@@ -51,6 +51,7 @@ RESULTS = "results.json"
 FAILED = "failed.json"
 ACCURACY_BY_LENGTH = "accuracy_by_length.csv"
 FIRST_ERRORS = "first_errors.csv"
+FAR_LENGTHS = "far_lengths.csv"  # accuracy far past the test lengths (pipeline.generalisation), when measured
 COMMITS = "commits.txt"
 TRAIN_LOG = "train.log"
 CHECKPOINTS = "checkpoints"
@@ -61,8 +62,9 @@ REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (
 
 # What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
 # archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
-OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, REOPEN)
-ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, COMMITS, TRAIN_LOG)
+OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, REOPEN)
+ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, COMMITS,
+                  TRAIN_LOG)
 ARCHIVED_GLOBS = ("results.*.json", f"{TRACES}/*.json.gz")
 # The accuracies results.json holds (each in [0, 1]: RunDir.check)
 ACCURACIES = tuple(f"{split}_{grain}" for split in ("train", "test", "long") for grain in ("coarse", "fine"))
@@ -127,6 +129,7 @@ class RunDir:
     failed_file = property(lambda self: self.path / FAILED)
     accuracy_file = property(lambda self: self.path / ACCURACY_BY_LENGTH)
     first_errors_file = property(lambda self: self.path / FIRST_ERRORS)
+    far_lengths_file = property(lambda self: self.path / FAR_LENGTHS)
     commits_file = property(lambda self: self.path / COMMITS)
     log_file = property(lambda self: self.path / TRAIN_LOG)
     checkpoints = property(lambda self: self.path / CHECKPOINTS)

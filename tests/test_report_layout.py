@@ -6,6 +6,7 @@ import re
 import pytest
 import yaml
 
+from pipeline.generalisation import FAR_BANDS, far_pairs, longest_exact_band, measure_far_lengths, read_far_lengths
 from pipeline.reports.build import binned_accuracy, wilson, write_report
 from pipeline.reports.table3 import EVIDENCE_KINDS, VERDICT_MARKS, anchor
 from pipeline.sweep import load_sweep, run_local
@@ -28,13 +29,18 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
         "grid": [{"tasks": ["copy"], "models": ["lstm1", "stack"], "hidden": [8], "lr": [1e-2]}]}))
     sweep = load_sweep(path)
     run_local(sweep, tmp_path / "runs", echo=lambda _: None)
+    stack = next(run.run_id() for run in sweep.runs() if run.model.name == "stack")
+    measure_far_lengths(tmp_path / "runs" / stack, per_band=3)
     out = tmp_path / "out"
     readme = write_report(sweep, path, tmp_path / "runs", out, command="pytest").read_text()
 
     assert readme.splitlines()[4] == "![Table 3 at a glance: ours against the paper's, coarse accuracy](table3.png)"
     for figure in re.findall(r"\]\(([^)]+\.png)\)", readme):
         assert (out / figure).is_file(), figure
-    assert {p.name for p in out.glob("*.png")} >= {"table3.png", "convergence_copy.png", "length_copy.png"}
+    assert {p.name for p in out.glob("*.png")} >= {"table3.png", "convergence_copy.png", "length_copy.png",
+                                                   "far_lengths.png"}
+    assert "## Far past the test lengths (to 512)" in readme and "| Sequence copying | Stack-LSTM |" in readme
+    assert (out / "far_lengths.csv").read_text().count("\n") == 1 + len(FAR_BANDS)
     table3 = (out / "table3.md").read_text()
     assert ("| Task | Model | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |"
             in table3.splitlines())
@@ -64,3 +70,43 @@ def test_length_bins_pool_their_sequences():
     bins = binned_accuracy(frame)
     assert list(bins["n"]) == [10, 40] and list(bins["first"]) == [1, 9]
     assert bins["coarse"].iloc[1] == pytest.approx((0 * 30 + 0.5 * 10) / 40)
+
+
+@pytest.mark.parametrize("task", ["copy", "bigram_flip", "svo_sov"])
+def test_far_bands_are_drawn_inside_their_windows_the_same_each_time(task):
+    for band, (low, high) in enumerate(FAR_BANDS):
+        pairs = far_pairs(task, band, 5)
+        assert all(low <= len(p.source) <= high for p in pairs)
+        assert pairs == far_pairs(task, band, 5)
+    assert far_pairs(task, 0, 5) != far_pairs(task, 1, 5)
+
+
+def test_the_longest_exact_band_stops_at_the_first_error():
+    rows = [dict(low=129, high=192, coarse=1.0), dict(low=193, high=256, coarse=1.0), dict(low=257, high=320,
+                                                                                           coarse=0.99),
+            dict(low=321, high=384, coarse=1.0)]
+    assert longest_exact_band(rows) == (193, 256)
+    assert longest_exact_band([dict(low=129, high=192, coarse=0.5)]) is None
+
+
+def test_a_far_measurement_of_an_earlier_checkpoint_is_not_read(tmp_path):
+    import json
+
+    (tmp_path / "results.json").write_text(json.dumps({"batches": 200}))
+    (tmp_path / "far_lengths.csv").write_text("low,high,n,coarse,fine,batches\n129,192,3,1.0,1.0,100\n")
+    assert read_far_lengths(tmp_path) == []
+    (tmp_path / "far_lengths.csv").write_text("low,high,n,coarse,fine,batches\n129,192,3,1.0,1.0,200\n")
+    assert read_far_lengths(tmp_path)[0]["coarse"] == 1.0
+
+
+def test_far_eval_size_measures_in_the_final_evaluation_and_keeps_the_run_id(tmp_path):
+    from tiny import tiny
+
+    from pipeline.training.run import train
+
+    assert tiny(far_eval_size=2).run_id() == tiny().run_id()  # a measurement, not another run
+    train(tiny(far_eval_size=2), tmp_path / "run", progress=False)
+    rows = read_far_lengths(tmp_path / "run")
+    assert [(int(r["low"]), int(r["high"]), int(r["n"])) for r in rows] == [(lo, hi, 2) for lo, hi in FAR_BANDS]
+    with pytest.raises(Exception, match="far_eval_size must lie in"):
+        tiny(far_eval_size=-1)

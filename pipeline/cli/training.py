@@ -95,8 +95,21 @@ def evaluate(
     greedy: bool = typer.Option(False, "--greedy", help="Decode step by step instead of one teacher-forced pass."),
     accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
                                                                                    "there is one)."),
+    far: bool = typer.Option(False, "--far", help="Instead: score the checkpoint in bands of source length out to "
+                                                  "512 and write far_lengths.csv into the run (the report draws it)."),
 ) -> None:
     """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
+    if far:
+        from pipeline.generalisation import measure_far_lengths
+
+        if greedy:
+            fail(ConfigError("--far scores teacher-forced, as the final evaluation does; drop --greedy"))
+        rows = measure_far_lengths(run_dir, checkpoint, accelerator=accelerator.value)
+        for row in rows:
+            typer.echo(f"{row['low']:>4}-{row['high']:<4} n={row['n']:<4} coarse {row['coarse']:.3f}  "
+                       f"fine {row['fine']:.3f}")
+        typer.echo(f"wrote {Path(run_dir) / 'far_lengths.csv'}")
+        return
     from pipeline.training.run import evaluate_run
 
     typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value),

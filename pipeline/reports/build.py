@@ -295,6 +295,80 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     return True
 
 
+def far_lengths_table(selected: pd.DataFrame, root: Path) -> pd.DataFrame:
+    """The far-length rows (:mod:`pipeline.generalisation`) of every selected run that has them for the checkpoint
+    it reports, in task and model order."""
+    from pipeline.generalisation import read_far_lengths
+
+    rows = []
+    for task in TASK_NAMES:
+        for r in _in_model_order(selected, task).itertuples():
+            rows += [dict(task=task, model=r.model, run_id=r.run_id, low=int(row["low"]), high=int(row["high"]),
+                          n=int(row["n"]), coarse=row["coarse"], fine=row["fine"])
+                     for row in read_far_lengths(root / r.run_id)]
+    return pd.DataFrame(rows, columns=["task", "model", "run_id", "low", "high", "n", "coarse", "fine"])
+
+
+def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
+    """Coarse (top) and fine (bottom) accuracy against source length out to 512, one panel per task."""
+    if far.empty:
+        return False
+    plt = _pyplot()
+    tasks = [t for t in TASK_NAMES if t in set(far.task)]
+    fig, axes = plt.subplots(2, len(tasks), figsize=(3.6 * len(tasks) + 0.6, 6.4), sharey=True, squeeze=False)
+    for column, task in enumerate(tasks):
+        for model, part in far[far.task == task].groupby("model", sort=False):
+            look = model_style(model)
+            middle = (part["low"] + part["high"]) / 2
+            for row, metric in enumerate(("coarse", "fine")):
+                axes[row][column].plot(middle, part[metric], color=look["color"], ls=look["ls"], marker=look["marker"],
+                                       markersize=4, lw=1.5, label=DISPLAY_NAMES.get(model, model))
+        axes[0][column].set_title(TASK_TITLES[task], fontsize=10)
+        for row in range(2):
+            ax = axes[row][column]
+            ax.axvline(SPLITS["test"][1], color="grey", lw=0.8, ls=":")
+            ax.set_ylim(-0.03, 1.03)
+            ax.grid(alpha=0.3)
+        axes[1][column].set_xlabel("source length (band middle)", fontsize=9)
+        axes[0][column].legend(fontsize=7, loc="lower left")
+    axes[0][0].set_ylabel("coarse accuracy")
+    axes[1][0].set_ylabel("fine accuracy")
+    n = sorted(set(far["n"]))
+    fig.suptitle("Far past the test lengths: accuracy in bands of 64 source lengths to 512", fontsize=12)
+    fig.text(0.5, 0.01, f"{'/'.join(map(str, n))} sequences a band, drawn with their own seeds; dotted: end of the "
+             "test lengths (128).", ha="center", fontsize=8.5, color="#444444")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def far_lengths_lines(far: pd.DataFrame, table: pd.DataFrame, drawn: bool) -> list[str]:
+    """The report's section on generalisation far past 2x: per selected memory model that learned its task, the
+    longest band up to which it is exact."""
+    from pipeline.generalisation import FAR_BANDS, longest_exact_band
+
+    lines = ["## Far past the test lengths (to 512)", ""]
+    if far.empty:
+        return lines + [f"Not measured for this profile's selected runs: `transduce evaluate RUN --far` scores a run "
+                        f"that keeps its checkpoint (archives drop them) in bands {FAR_BANDS[0][0]}–{FAR_BANDS[-1][1]} "
+                        "and the report draws it.", ""]
+    lines += ["![accuracy far past the test lengths](far_lengths.png)", ""] if drawn else []
+    lines += ["Per selected run measured: the longest band up to which every sequence of every band is right "
+              "(coarse 1.00), and its coarse accuracy in the last band. [CSV](far_lengths.csv).", "",
+              "| task | model | test coarse | exact up to | coarse at 449–512 |", "|---|---|---|---|---|"]
+    cells = table.set_index(["task", "model"])
+    for (task, model), part in far.groupby(["task", "model"], sort=False):
+        rows = part.to_dict("records")
+        exact = longest_exact_band(rows)
+        last = part.sort_values("high").iloc[-1]
+        test = cells.loc[(task, model), "test_coarse"] if (task, model) in cells.index else math.nan
+        lines.append(f"| {TASK_TITLES[task]} | {DISPLAY_NAMES[model]} | {test:.2f} | "
+                     + (f"{exact[1]}" if exact else f"not even {FAR_BANDS[0][0]}–{FAR_BANDS[0][1]}")
+                     + f" | {last.coarse:.2f} |")
+    return lines + [""]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The whole report.
 
@@ -571,12 +645,20 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         if length_figure(task, selected, root, path):
             figures.append((task, "length", path.name))
 
+    far = far_lengths_table(selected, root)
+    far_drawn = far_lengths_figure(far, out_dir / "far_lengths.png")
+    if far.empty:
+        (out_dir / "far_lengths.csv").unlink(missing_ok=True)
+    else:
+        atomic_write_text(out_dir / "far_lengths.csv", far.to_csv(index=False))
+
     convergence = batches_to_accuracy(selected, root)
     atomic_write_text(out_dir / "batches_to_accuracy.csv", convergence.to_csv(index=False))
 
     traces = memory_traces(table, root, out_dir)
     drawn = ({out_dir / name for _, _, name in figures} | {out_dir / path for path in traces.values()}
-             | ({out_dir / "table3.png"} if overview else set()))
+             | ({out_dir / "table3.png"} if overview else set())
+             | ({out_dir / "far_lengths.png"} if far_drawn else set()))
     for stale in [*out_dir.glob("*.png"), *out_dir.glob("traces/*.png")]:
         if stale not in drawn:
             stale.unlink()
@@ -622,7 +704,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "
               "than for benchmark LSTMs\" (§5). Here, per task and architecture:", "",
-              *convergence_markdown(convergence), "", "[CSV](batches_to_accuracy.csv).", "", "## Figures", "",
+              *convergence_markdown(convergence), "", "[CSV](batches_to_accuracy.csv).", "",
+              *far_lengths_lines(far, table, far_drawn), "## Figures", "",
               "Convergence: coarse accuracy and training perplexity against batches (log axis), the selected run of "
               "each architecture strong, the profile's other runs of the cell faint. Length: accuracy against source "
               f"length in bins of {LENGTH_BIN} lengths, coarse with its 95% interval.", ""]

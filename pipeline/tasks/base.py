@@ -65,9 +65,14 @@ class Task(abc.ABC):
         """One pair whose source length lies in the window of ``split``."""
         return self.sample_batch(rng, split, 1)[0]
 
-    @abc.abstractmethod
     def sample_batch(self, rng: np.random.Generator, split: str, n: int) -> list[Pair]:
         """``n`` independent pairs from the window of ``split``, fully determined by the state of ``rng``."""
+        return self.sample_window(rng, check_split(split), n)
+
+    @abc.abstractmethod
+    def sample_window(self, rng: np.random.Generator, window: tuple[int, int], n: int) -> list[Pair]:
+        """``n`` independent pairs whose source lengths lie in ``window`` (inclusive), determined by ``rng``: a
+        split's window, or one far past them (:mod:`pipeline.generalisation`)."""
 
     @abc.abstractmethod
     def fingerprint(self) -> str:

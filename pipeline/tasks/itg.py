@@ -13,7 +13,6 @@ from pipeline.tasks.base import (
     Task,
     check_count,
     check_length_distribution,
-    check_split,
 )
 from pipeline.tasks.grammar import Grammar
 
@@ -46,8 +45,8 @@ class GrammarTask(Task):
             return self
         return GrammarTask(self.name, self.grammar, reading)
 
-    def sample_batch(self, rng: np.random.Generator, split: str, n: int) -> list[Pair]:
-        low, high = check_split(split)
+    def sample_window(self, rng: np.random.Generator, window: tuple[int, int], n: int) -> list[Pair]:
+        low, high = window
         sample = self.grammar.sample_uniform_lengths if self.length_distribution == "uniform" else self.grammar.sample
         return [Pair(source, target) for source, target in sample(rng, check_count(n), low, high)]
 

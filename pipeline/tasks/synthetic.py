@@ -40,14 +40,17 @@ class SyntheticTask(Task):
 
     def lengths(self, split: str) -> tuple[int, int]:
         """Smallest and largest source length of ``split`` (the window, shrunk to even numbers for bigram flip)."""
-        low, high = check_split(split)
+        return self.window_lengths(check_split(split))
+
+    def window_lengths(self, window: tuple[int, int]) -> tuple[int, int]:
+        low, high = window
         if self.even_lengths:
             low, high = low + low % 2, high - high % 2
         return low, high
 
-    def sample_batch(self, rng: np.random.Generator, split: str, n: int) -> list[Pair]:
+    def sample_window(self, rng: np.random.Generator, window: tuple[int, int], n: int) -> list[Pair]:
         n = check_count(n)
-        low, high = self.lengths(split)
+        low, high = self.window_lengths(window)
         step = 2 if self.even_lengths else 1
         lengths = step * rng.integers(low // step, high // step + 1, size=n)
         symbols = rng.integers(0, VOCAB_SIZE, size=int(lengths.sum()))

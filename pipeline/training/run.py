@@ -444,6 +444,10 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     RunDir(run_dir).write_first_errors(
         [dict(split=split, **row) for split, s in scores.items() for row in s.first_errors()])
     config = module.config
+    if config.training.far_eval_size:  # how far past the test lengths it stays exact (pipeline.generalisation)
+        from pipeline.generalisation import far_rows, write_far_lengths
+
+        write_far_lengths(run_dir, far_rows(module, config.training.far_eval_size, batches))
     return {
         "run_id": config.run_id(),
         "task": config.task,
