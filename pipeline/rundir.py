@@ -9,6 +9,7 @@
     failed.json               why the last attempt failed (a sweep's worker writes it)
     accuracy_by_length.csv    coarse/fine per source length on the cached train, test and long sets
     first_errors.csv          where in the target the first error falls (by tenth), per split (final evaluation)
+    far_lengths.csv           accuracy in bands of source length out to 512 (pipeline.generalisation), if measured
     commits.txt               the commits that trained it, oldest first
     train.log                 a sweep worker's output
     traces/                   memory traces drawn by the report
