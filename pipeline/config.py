@@ -415,10 +415,14 @@ class SlurmConfig:
     array_parallelism: int = 64
     cpus_per_task: int = 1
     mem_gb: int = 8
+    gpus_per_task: int = 0  # GPUs each array task asks for (submitit's gpus_per_node); 0: a CPU task
 
     def validate(self, path: str) -> None:
         for key in ("time_min", "array_parallelism", "cpus_per_task", "mem_gb"):
             _positive(f"{path}.{key}", getattr(self, key))
+        if not (isinstance(self.gpus_per_task, int) and 0 <= self.gpus_per_task <= 16):
+            raise ConfigError(f"{path}.gpus_per_task must be an integer in [0, 16] (0: no GPU), got "
+                              f"{self.gpus_per_task!r}")
 
 
 @dataclass(frozen=True)
@@ -455,6 +459,7 @@ class SweepConfig:
             _positive(_join(path, "workers"), self.workers)
         if self.population is not None:
             check_population_size(self.population, _join(path, "population"))
+        self.slurm.validate(_join(path, "slurm"))  # checked here, not when a job is first submitted
         _check_partial_run_config(self.defaults, _join(path, "defaults"))
         for i, block in enumerate(self.grid):
             block.validate(_join(path, f"grid[{i}]"), self.defaults)

@@ -67,6 +67,26 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: that variable's list where it is set (a
+    cluster job's allocation), else every GPU ``nvidia-smi`` lists, else none. Read without torch, so that a sweep's
+    pool can give each worker one GPU without initialising CUDA itself."""
+    import shutil
+    import subprocess
+
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [name.strip() for name in listed.split(",") if name.strip() and not name.strip().startswith("-")]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
 WORKERS_ENV = "TRANSDUCE_WORKERS"  # set by a sweep's pool in each worker: how many runs share the machine
 
 

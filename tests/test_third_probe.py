@@ -377,3 +377,79 @@ def test_the_sweep_says_when_its_disk_is_full(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline.files.shutil, "disk_usage", lambda path: usage(10 << 30, 0, 10 << 30))
     result = runner.invoke(app, ["sweep", str(prof), "--status", "--runs-dir", str(tmp_path / "runs")])
     assert "No space" not in result.output
+
+
+# -- the GPU grid (issue 57, item 3): workers spread over the visible GPUs; SLURM tasks ask for theirs ----------------
+
+def test_workers_are_spread_over_the_visible_gpus(tmp_path, cache_dir, monkeypatch):
+    import subprocess
+
+    import pipeline.sweep.local as local
+    from pipeline.provenance import visible_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,-1")
+    assert visible_gpus() == ["3", "5"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+    assert local.least_busy(["0", "1"], ["0"]) == "1" and local.least_busy(["0", "1"], ["0", "1"]) == "0"
+    assert local.least_busy([], [None]) is None
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    monkeypatch.setattr(local, "visible_gpus", lambda: ["0", "1"])  # a machine with two GPUs, faked
+    seen, popen = [], subprocess.Popen
+
+    def recording(command, *args, env=None, **kwargs):
+        if "pipeline.sweep" in command:  # a worker (subprocess.run, for git, goes through Popen too)
+            seen.append(env.get("CUDA_VISIBLE_DEVICES"))
+            env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}
+        return popen(command, *args, env=env, **kwargs)
+
+    monkeypatch.setattr(local.subprocess, "Popen", recording)
+    prof = profile(tmp_path / "p.yaml", 10, grid=[{"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8],
+                                                   "seeds": [0, 1]}])
+    statuses = run_local(load_sweep(prof), tmp_path / "runs", workers=2, echo=lambda _: None)
+    assert [s.state for s in statuses] == ["finished", "finished"]
+    assert sorted(seen) == ["0", "1"]  # two workers at once: one on each GPU
+
+
+def test_a_population_profile_defaults_to_one_worker_per_gpu(tmp_path, monkeypatch):
+    from pipeline.sweep.grid import default_workers
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    assert default_workers(load_sweep(profile(tmp_path / "a.yaml", 10, workers=None, population=8))) == 3
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert default_workers(load_sweep(profile(tmp_path / "b.yaml", 10, workers=None, population=8))) >= 1
+
+
+def test_slurm_array_tasks_ask_for_the_profiles_gpus(tmp_path, monkeypatch):
+    import submitit
+
+    import pipeline.sweep.slurm as slurm
+
+    asked = {}
+
+    class Recording:
+        def __init__(self, folder, cluster):
+            pass
+
+        def update_parameters(self, **parameters):
+            asked.update(parameters)
+
+        def map_array(self, fn, tasks):
+            raise RuntimeError("submitted")
+
+    monkeypatch.setattr(submitit, "AutoExecutor", Recording)
+    monkeypatch.setattr(slurm, "check_slurm", lambda: None)
+    prof = profile(tmp_path / "p.yaml", 10, slurm={"gpus_per_task": 2})
+    with pytest.raises(RuntimeError, match="submitted"):
+        slurm.submit_slurm(load_sweep(prof), tmp_path / "runs", echo=lambda _: None)
+    assert asked["gpus_per_node"] == 2
+    with pytest.raises(ConfigError, match="gpus_per_task must be an integer"):
+        load_sweep(profile(tmp_path / "q.yaml", 10, slurm={"gpus_per_task": -1}))
+
+
+@pytest.mark.parametrize("key, value", [("mem_gb", -1), ("time_min", 0), ("cpus_per_task", 0),
+                                        ("array_parallelism", -3), ("gpus_per_task", 99)])
+def test_a_profiles_slurm_section_is_validated_when_it_is_loaded(tmp_path, key, value):
+    with pytest.raises(ConfigError, match=rf"slurm\.{key}"):
+        load_sweep(profile(tmp_path / "p.yaml", 10, slurm={key: value}))

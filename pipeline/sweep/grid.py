@@ -58,11 +58,15 @@ def check_own_folders(sweep: SweepConfig, file: str | Path, *, runs: bool = Fals
 
 
 def default_workers(sweep: SweepConfig) -> int:
-    """The profile's ``workers``, else one per CPU core this process may use (its affinity). ``--workers`` overrides
-    both."""
-    from pipeline.provenance import usable_cores
+    """The profile's ``workers``, else one population per visible GPU where the profile trains populations and there
+    are GPUs (a population fills a GPU; more side by side only queue for it), else one per CPU core this process may
+    use (its affinity). ``--workers`` overrides them all."""
+    from pipeline.provenance import usable_cores, visible_gpus
 
-    return sweep.workers or usable_cores()
+    if sweep.workers:
+        return sweep.workers
+    gpus = visible_gpus() if (sweep.population or 1) > 1 else []
+    return len(gpus) or usable_cores()
 
 
 def check_only(sweep: SweepConfig, only: Sequence[str]) -> None:

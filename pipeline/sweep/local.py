@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.config import SweepConfig
 from pipeline.files import full_disk
-from pipeline.provenance import WORKERS_ENV
+from pipeline.provenance import WORKERS_ENV, visible_gpus
 from pipeline.rundir import DONE, RunDir
 from pipeline.sweep.grid import default_workers, pack, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
@@ -40,6 +40,10 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
                **{PARENT_ENV: str(os.getpid()), WORKERS_ENV: str(workers)})
     children: dict[subprocess.Popen, tuple[tuple[Path, ...], float, int]] = {}  # child -> (job, start, batches then)
+    gpus = visible_gpus()
+    gpu_of: dict[subprocess.Popen, str | None] = {}  # each worker sees one GPU (as cuda:0), the least busy
+    if gpus:
+        echo(f"  workers spread over GPU(s) {', '.join(gpus)}: each sees one (CUDA_VISIBLE_DEVICES)")
     measured: dict[str, list[float]] = {}  # model -> wall seconds per (member-)batch of whole worker processes
     logs = {}
     dies_with_sweep = die_with_parent()  # run in each child between fork and exec
@@ -63,13 +67,17 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                         log.write(f"trained in a population of {len(job)} runs, {population} at a time; its log: "
                                   f"{RunDir(job[0]).log_file}\n")
                 width = ["--width", str(population)] if len(job) > 1 else []
-                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", *width, *map(str, job)], env=env,
+                gpu = least_busy(gpus, list(gpu_of.values()))
+                child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", *width, *map(str, job)],
+                                         env=env if gpu is None else dict(env, CUDA_VISIBLE_DEVICES=gpu),
                                          stdout=logs[job], stderr=subprocess.STDOUT, preexec_fn=dies_with_sweep)
                 children[child] = (job, time.monotonic(), before)
+                gpu_of[child] = gpu
             time.sleep(poll_seconds)
             changed = False
             for child in [c for c in children if c.poll() is not None]:
                 job, started, before = children.pop(child)
+                gpu_of.pop(child, None)
                 logs.pop(job).close()
                 statuses = [run_status(configs[run_dir], run_dir) for run_dir in job]
                 done = sum(status.batches_done for status in statuses)
@@ -109,6 +117,14 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     if any(status.state not in DONE for status in statuses) and (disk := full_disk(root)):
         echo(f"  {disk}: free some space and rerun the sweep (it resumes)")
     return statuses
+
+
+def least_busy(gpus: list[str], busy: list[str | None]) -> str | None:
+    """The GPU of ``gpus`` with the fewest workers on it (``busy``: the GPU of each running worker), the first on a
+    tie; None without GPUs (the workers then run where torch puts them: the CPU)."""
+    if not gpus:
+        return None
+    return min(gpus, key=lambda gpu: (busy.count(gpu), gpus.index(gpu)))
 
 
 class SweepStopped(Exception):

@@ -67,6 +67,8 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
     executor = submitit.AutoExecutor(folder=root / ".submitit" / "%j", cluster=cluster)
     executor.update_parameters(timeout_min=time_min or slurm.time_min, cpus_per_task=slurm.cpus_per_task,
                                mem_gb=slurm.mem_gb, name=f"transduce-{sweep.name}")
+    if slurm.gpus_per_task:  # without it a task lands on a node's CPUs, whatever the profile trains
+        executor.update_parameters(gpus_per_node=slurm.gpus_per_task)
     if cluster == "slurm":
         executor.update_parameters(slurm_array_parallelism=array_parallelism or slurm.array_parallelism,
                                    slurm_additional_parameters={"partition": partition or slurm.partition}
