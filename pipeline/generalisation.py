@@ -6,8 +6,9 @@ The bands' sequences are drawn as the cached evaluation sets are (each band its 
 own sampler, for the ITG tasks the run's length reading), scored teacher-forced as the final evaluation scores
 (:func:`pipeline.evaluation.evaluate`: coarse = every target symbol right, fine = the share of the target's correct
 prefix), and written to the run's ``far_lengths.csv`` with the batch count of the checkpoint measured, so a report
-can tell a measurement of this checkpoint from one of an earlier one. ``transduce evaluate RUN --far`` measures a
-run; the report draws what its selected runs have."""
+can tell a measurement of this checkpoint from one of an earlier one. ``transduce evaluate RUN --far``
+(:func:`pipeline.training.run.measure_far_lengths`) measures a finished run; the report draws what its selected
+runs have."""
 
 from __future__ import annotations
 
@@ -60,20 +61,6 @@ def write_far_lengths(run_dir: str | Path, rows: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(RunDir(run_dir).far_lengths_file, buffer.getvalue())
-
-
-def measure_far_lengths(run_dir: str | Path, checkpoint: str = "best", per_band: int = FAR_PER_BAND,
-                        accelerator: str = "cpu") -> list[dict]:
-    """Score a finished run's ``checkpoint`` (the one its results report: "best") on every band and write
-    ``far_lengths.csv`` into the run directory. Returns the rows."""
-    from pipeline.runtime import configure_cpu_process
-    from pipeline.training.run import load_run
-
-    configure_cpu_process()
-    results = RunDir(run_dir).read_results() or {}
-    rows = far_rows(load_run(run_dir, checkpoint, accelerator), per_band, int(results.get("batches", 0)))
-    write_far_lengths(run_dir, rows)
-    return rows
 
 
 def read_far_lengths(run_dir: str | Path) -> list[dict]:

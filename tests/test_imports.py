@@ -1,7 +1,10 @@
-"""The package's import structure: no import cycle, and `transduce train` does not load the sweep's pool or SLURM.
+"""The package's import structure: no import cycle, `transduce train` does not load the sweep's pool or SLURM, and
+`transduce --help` loads no torch.
 
 Every ``import`` of a ``pipeline`` module counts, at the top of a file or inside a function (a lazy import still
-ties two modules together); those under ``if TYPE_CHECKING:`` do not (they never run). A cycle makes each module of it
+ties two modules together), and so does a module named by a string where the code imports it by name
+(``importlib.import_module``, the registries' ``LazyNames`` and ``LazyField``); those under ``if TYPE_CHECKING:`` do
+not (they never run). A cycle makes each module of it
 depend on all the others: the review behind issue 35 found one through four folders (config, rundir, sweep/locks,
 training/results), the run lock then living in the sweep.
 """
@@ -12,6 +15,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pipeline"
+BY_NAME = ("import_module", "LazyNames", "LazyField")  # calls that import the module their first argument names
 
 
 def module_name(path: Path) -> str:
@@ -31,6 +35,9 @@ def imported(path: Path, modules: set[str]) -> set[str]:
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and getattr(
+                node.func, "id", getattr(node.func, "attr", None)) in BY_NAME:
+            out.add(str(node.args[0].value))
         if isinstance(node, ast.Import):
             out |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -87,6 +94,7 @@ def test_the_checker_finds_a_cycle_it_is_shown():
 def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     graph = import_graph()
     assert "pipeline.rundir" in graph and "pipeline.runlock" in graph["pipeline.rundir"]  # the scan sees imports
+    assert "pipeline.models" in graph["pipeline.config"]  # ... and the lazy ones (MODEL_NAMES)
     assert cycles(graph) == []
 
 
@@ -95,3 +103,11 @@ def test_a_training_run_loads_neither_the_pool_nor_slurm():
             "if m in ('pipeline.sweep.local', 'pipeline.sweep.slurm', 'submitit')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_commands_list_loads_no_torch():
+    code = ("import sys\nsys.argv = ['transduce', '--help']\ntry:\n    import pipeline.cli.__main__\n"
+            "except SystemExit:\n    pass\nprint(sorted(m for m in ('torch', 'lightning', 'pandas', 'wandb') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -6,10 +6,11 @@ import re
 import pytest
 import yaml
 
-from pipeline.generalisation import FAR_BANDS, far_pairs, longest_exact_band, measure_far_lengths, read_far_lengths
+from pipeline.generalisation import FAR_BANDS, far_pairs, longest_exact_band, read_far_lengths
 from pipeline.reports.build import binned_accuracy, wilson, write_report
 from pipeline.reports.table3 import EVIDENCE_KINDS, VERDICT_MARKS, anchor
 from pipeline.sweep import load_sweep, run_local
+from pipeline.training.run import measure_far_lengths
 
 LONGEST_LINE = 1000
 

@@ -100,7 +100,7 @@ def evaluate(
 ) -> None:
     """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
     if far:
-        from pipeline.generalisation import measure_far_lengths
+        from pipeline.training.run import measure_far_lengths
 
         if greedy:
             fail(ConfigError("--far scores teacher-forced, as the final evaluation does; drop --greedy"))

@@ -9,18 +9,21 @@ the CLI, tables and figures read :data:`MODELS`. ``lstm1`` .. ``lstm8`` are deep
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
-from pipeline.config import ModelConfig
-from pipeline.memory.kinds import DeQue, MemoryKind, Queue, Stack
-from pipeline.models.base import TransductionModel
-from pipeline.models.deep_lstm import DeepLSTM
-from pipeline.models.memory_lstm import MemoryLSTM
 from pipeline.registry import Field, Names, register
+
+if TYPE_CHECKING:  # the registry itself imports no torch (`transduce --help` lists its names without it) and no
+    # config (pipeline.config reads this registry, lazily: MODEL_NAMES)
+    from torch import nn
+
+    from pipeline.config import ModelConfig
+    from pipeline.memory.kinds import MemoryKind
+    from pipeline.models.base import TransductionModel
 
 
 @dataclass(frozen=True)
@@ -31,10 +34,18 @@ class ModelEntry:
     display: str  # the paper's row name (Tables 2 and 3), used in every report
     build: Callable[[ModelConfig, int, int], TransductionModel]  # (config, input ids, output ids) -> model
     style: dict = field(default_factory=dict)  # its look in figures: color, ls, marker (matplotlib)
-    memory: MemoryKind | None = None  # a memory model's memory (pipeline.memory.kinds): all that differs
+    # A memory model's memory (pipeline.memory.kinds), all that differs between them: a MemoryKind, or a function
+    # that makes one when first asked (the kinds import torch)
+    memory_source: MemoryKind | Callable[[], MemoryKind] | None = None
     # Its start: what a ModelConfig's start biases left at "default" become (ModelConfig.resolved). Deep LSTMs have
     # no memory signals, so theirs changes nothing but keeps their run ids as they were.
     start: dict = field(default_factory=lambda: dict(PUSH_START))
+
+    @functools.cached_property
+    def memory(self) -> MemoryKind | None:
+        """The memory this architecture has (None for a deep LSTM)."""
+        source = self.memory_source
+        return source() if callable(source) else source
 
 
 # The start measured on 16 fresh seeds (issue 37, docs/recipe.md §7): every push at +1 (d starts near 0.73, the pop
@@ -61,22 +72,29 @@ def register_model(entry: ModelEntry) -> ModelEntry:
 
 def _deep_lstm(layers: int):
     def build(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+        from pipeline.models.deep_lstm import DeepLSTM
+
         return DeepLSTM(input_size, output_size, config.hidden, config.embedding, layers,
                         readout_width=config.readout_width)
 
     return build
 
 
-def _memory_lstm(memory: MemoryKind):
-    def build(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
-        return MemoryLSTM(input_size, output_size, config.hidden, config.embedding, memory=memory,
-                          memory_width=config.memory_width, pop_bias=config.pop_bias,
-                          implementation=config.implementation, readout_width=config.readout_width,
-                          push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
-                          bottom_pop_bias=config.bottom_pop_bias, bottom_read_gain=config.bottom_read_gain,
-                          value_gain=config.value_gain, bottom_read_heard_from=config.bottom_read_heard_from)
+def _memory_lstm(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+    """An LSTM controller with the memory of ``config.name``'s registry entry."""
+    from pipeline.models.memory_lstm import MemoryLSTM
 
-    return build
+    return MemoryLSTM(input_size, output_size, config.hidden, config.embedding, memory=MODELS[config.name].memory,
+                      memory_width=config.memory_width, pop_bias=config.pop_bias,
+                      implementation=config.implementation, readout_width=config.readout_width,
+                      push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
+                      bottom_pop_bias=config.bottom_pop_bias, bottom_read_gain=config.bottom_read_gain,
+                      value_gain=config.value_gain, bottom_read_heard_from=config.bottom_read_heard_from)
+
+
+def _kind(name: str) -> Callable[[], MemoryKind]:
+    """The memory kind ``pipeline.memory.kinds.<name>``, made when first asked for."""
+    return lambda: getattr(importlib.import_module("pipeline.memory.kinds"), name)()
 
 
 # Deep LSTMs in shades of blue, dotted to dashed; memory models in red, green and orange.
@@ -86,17 +104,17 @@ for layers, color, dashes, marker in ((1, "#9ecae1", (0, (1, 1)), "v"), (2, "#6b
                               dict(color=color, ls=dashes, marker=marker)))
 
 
-def memory_model(name: str, display: str, memory: MemoryKind, style: dict | None = None,
+def memory_model(name: str, display: str, memory: MemoryKind | Callable[[], MemoryKind], style: dict | None = None,
                  start: dict | None = None) -> ModelEntry:
-    """The registry entry of an LSTM controller with ``memory`` (§3.4), starting at ``start`` (default
-    :data:`PUSH_START`)."""
-    return ModelEntry(name, display, _memory_lstm(memory), style or {}, memory=memory,
+    """The registry entry of an LSTM controller with ``memory`` (§3.4; a kind, or a function that makes one),
+    starting at ``start`` (default :data:`PUSH_START`)."""
+    return ModelEntry(name, display, _memory_lstm, style or {}, memory_source=memory,
                       start={**PUSH_START, **(start or {})})
 
 
-register_model(memory_model("stack", "Stack-LSTM", Stack(), dict(color="#d62728", ls="-", marker="o")))
-register_model(memory_model("queue", "Queue-LSTM", Queue(), dict(color="#2ca02c", ls=(0, (6, 3)), marker="s")))
-register_model(memory_model("deque", "DeQue-LSTM", DeQue(), dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"),
+register_model(memory_model("stack", "Stack-LSTM", _kind("Stack"), dict(color="#d62728", ls="-", marker="o")))
+register_model(memory_model("queue", "Queue-LSTM", _kind("Queue"), dict(color="#2ca02c", ls=(0, (6, 3)), marker="s")))
+register_model(memory_model("deque", "DeQue-LSTM", _kind("DeQue"), dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"),
                             start=DEQUE_START))
 
 MODEL_NAMES = Names(MODELS)  # live views: a model registered later is listed too
@@ -123,6 +141,9 @@ def set_forget_bias(model: nn.Module, value: float) -> None:
     """Start every LSTM forget gate of ``model`` at bias ``value`` (``model.forget_bias``): the input-side bias of
     the forget slice (PyTorch's gate order i, f, g, o) set to it and the hidden-side one to 0, so their sum, what the
     gate sees, is ``value``. Draws nothing from the random generator: the rest of the initialisation is unchanged."""
+    import torch
+    from torch import nn
+
     with torch.no_grad():
         for module in model.modules():
             if isinstance(module, nn.LSTM):
@@ -141,6 +162,14 @@ def set_forget_bias(model: nn.Module, value: float) -> None:
 def count_parameters(model: nn.Module) -> int:
     """Trainable parameters, as in Table 2."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def __getattr__(name: str):
+    if name == "TransductionModel":  # the interface every model implements (pipeline.models.base): torch, so lazily
+        from pipeline.models.base import TransductionModel
+
+        return TransductionModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["DISPLAY_NAMES", "MODELS", "MODEL_NAMES", "ModelEntry", "TransductionModel", "build_model",
