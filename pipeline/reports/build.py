@@ -47,7 +47,14 @@ from pipeline.reports.table3 import (
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
-from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
+from pipeline.training.results import (
+    LEARNED_COARSE,
+    TEST_COARSE,
+    TRAIN_COARSE,
+    TRAIN_PERPLEXITY,
+    logged_rows,
+    logged_values,
+)
 
 _FALLBACK_COLORS = ("#7f7f7f", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
@@ -112,7 +119,7 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
         path = RunDir(root / r.run_id).metrics_file
         frame = _metrics(root / r.run_id) if path.exists() else pd.DataFrame()
         out = []
-        for column in ("train/coarse", "test/coarse", "train/perplexity"):
+        for column in (TRAIN_COARSE, TEST_COARSE, TRAIN_PERPLEXITY):
             logged = frame.dropna(subset=[column]) if column in frame else pd.DataFrame(columns=["step", column])
             out.append((logged["step"], logged[column], None))
         return out
@@ -140,7 +147,7 @@ def batches_to_accuracy(selected: pd.DataFrame, root: Path) -> pd.DataFrame:
     says)."""
     rows = []
     for r in selected.itertuples():
-        evals = logged_values(logged_rows(root / r.run_id), "train/coarse")
+        evals = logged_values(logged_rows(root / r.run_id), TRAIN_COARSE)
         row = dict(task=r.task, model=r.model, batches=int(r.batches), run_id=r.run_id)
         for level in CONVERGENCE_LEVELS:
             row[f"reached_{level:g}"] = next((step for step, coarse in evals if coarse >= level), math.nan)
@@ -533,8 +540,8 @@ def continues(folder: Path, run_dir: Path) -> bool:
     """Whether the experiment in ``folder`` continues the run in ``run_dir``: the same run id is not enough (the same
     config trained again under other code, or on other hardware, takes another path), so its log must hold the run's
     own, every training perplexity the run logged, at the same steps."""
-    ours = dict(logged_values(logged_rows(run_dir), "train/perplexity"))
-    theirs = dict(logged_values(logged_rows(folder), "train/perplexity"))
+    ours = dict(logged_values(logged_rows(run_dir), TRAIN_PERPLEXITY))
+    theirs = dict(logged_values(logged_rows(folder), TRAIN_PERPLEXITY))
     return bool(ours) and all(step in theirs and abs(theirs[step] - value) <= 1e-9 * abs(value)
                               for step, value in ours.items())
 

@@ -28,7 +28,14 @@ from pipeline.provenance import provenance
 from pipeline.reports.kinds import check_kind
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, sweep_root, sweep_status
-from pipeline.training.results import LEARNED_COARSE, last_logged, logged_rows, logged_values
+from pipeline.training.results import (
+    LEARNED_COARSE,
+    TRAIN_COARSE,
+    TRAIN_PERPLEXITY,
+    last_logged,
+    logged_rows,
+    logged_values,
+)
 
 MEMORY_COLUMNS = [f"{signal}_{half}{end}" for end in ("", "_bottom") for half in ("source", "target")
                   for signal in ("push", "pop")]
@@ -43,7 +50,7 @@ def labelled_runs(sweep: SweepConfig) -> list[tuple[str, object]]:
 
 def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | None:
     """The first evaluation step whose training coarse accuracy reaches ``threshold``; None if none does."""
-    return next((step for step, coarse in logged_values(rows, "train/coarse") if coarse >= threshold), None)
+    return next((step for step, coarse in logged_values(rows, TRAIN_COARSE) if coarse >= threshold), None)
 
 
 def _commits(run_dir: Path) -> str:
@@ -66,7 +73,7 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
         rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,
                          seed=run.training.seed, state=status.state, batches=status.batches_done,
                          max_batches=run.training.max_batches, learned_at=learned_at(log),
-                         train_perplexity=last_logged(log, "train/perplexity"), **memory, run_id=run.run_id(),
+                         train_perplexity=last_logged(log, TRAIN_PERPLEXITY), **memory, run_id=run.run_id(),
                          commits=_commits(status.run_dir)))
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 

@@ -17,7 +17,7 @@ from pipeline.reports.kinds import check_kind
 from pipeline.reports.recipe import labelled_runs
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, sweep_root, sweep_status
-from pipeline.training.results import logged_rows, logged_values
+from pipeline.training.results import TRAIN_PERPLEXITY, logged_rows, logged_values
 from pipeline.training.stopping import still_falling
 
 BASELINE = "baseline"  # the label every block compared with starts with this
@@ -36,7 +36,7 @@ def screen_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFra
     for label, run in labelled_runs(sweep):
         folder = root / run.run_id()
         status = states[run.run_id()]
-        logged = logged_values(logged_rows(folder), "train/perplexity") if folder.is_dir() else []
+        logged = logged_values(logged_rows(folder), TRAIN_PERPLEXITY) if folder.is_dir() else []
         logs[run.run_id()] = logged
         end = [p for _, p in logged[-END_WINDOWS:]]
         row = dict(label=label, task=run.task, model=run.model.name, lr=run.training.lr, seed=run.training.seed,

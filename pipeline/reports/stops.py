@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.rundir import RunDir, stop_reason
-from pipeline.training.results import logged_values
+from pipeline.training.results import TRAIN_PERPLEXITY, logged_values
 from pipeline.training.stopping import (
     PLATEAU_RULE,
     left_start,
@@ -49,7 +49,7 @@ def replay(run_dir: Path) -> Replay | None:
         return None
     training = folder.read_config().training
     # the log up to where the run stopped (a reopened run's log goes on past it; its results say where it ended)
-    windows = [(b, p) for b, p in logged_values(folder.read_metrics(), "train/perplexity")
+    windows = [(b, p) for b, p in logged_values(folder.read_metrics(), TRAIN_PERPLEXITY)
                if b <= results["batches"] and b % training.perplexity_every == 0]
     first = windows[0][1] if windows else float("nan")
     left_at = next((b for b, p in windows if left_start(first, p)), None)

@@ -31,7 +31,7 @@ from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
 from pipeline.sweep.status import planned_runs
 from pipeline.tasks import TASK_NAMES
-from pipeline.training.results import LEARNED_COARSE, logged_rows, logged_values
+from pipeline.training.results import LEARNED_COARSE, TRAIN_PERPLEXITY, logged_rows, logged_values
 from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_falling, trend_window
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
@@ -99,7 +99,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     halved = {run.run_id() for run, cut in planned_runs(sweep, runs_root) if cut}
     for status in sweep_status(sweep, runs_root):
         run = status.config
-        logged = logged_values(logged_rows(status.run_dir), "train/perplexity")
+        logged = logged_values(logged_rows(status.run_dir), TRAIN_PERPLEXITY)
         results = RunDir(status.run_dir).read_results() if status.state in DONE else None
         end = results["batches"] if results else status.batches_done
         logged = [(step, p) for step, p in logged if step <= end]  # a reopened run's log may run past its results
@@ -306,7 +306,7 @@ def continuation(folder: Path) -> dict:
     results = RunDir(folder).read_results()
     if results is None:
         raise DamagedRun(f"{RunDir(folder).results_file}: missing")
-    logged = logged_values(logged_rows(folder), "train/perplexity")
+    logged = logged_values(logged_rows(folder), TRAIN_PERPLEXITY)
     perplexities = [p for _, p in logged]
     training = RunDir(folder).read_config().training if RunDir(folder).config_file.is_file() else TrainingConfig()
     batches = int(results["batches"])

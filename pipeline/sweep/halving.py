@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline.config import RunConfig, SweepConfig
 from pipeline.rundir import DamagedRun, RunDir, stop_reason
+from pipeline.training.results import TRAIN_PERPLEXITY
 
 # The training perplexity a rung compares: the mean over this many windows up to the rung (with the usual 100-batch
 # windows, its last 1,000 batches), so that one noisy window does not decide a learning rate.
@@ -58,7 +59,7 @@ def standing_at(run_dir: Path, rung: int) -> float | None:
     folder = RunDir(run_dir)
     try:
         folder.check()
-        logged = logged_values(folder.read_metrics(), "train/perplexity")
+        logged = logged_values(folder.read_metrics(), TRAIN_PERPLEXITY)
         results = folder.read_results()
     except DamagedRun:
         return None

@@ -30,7 +30,7 @@ from pipeline.files import written_atomically
 from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
-from pipeline.training.results import logged_values
+from pipeline.training.results import TEST_COARSE, TEST_FINE, TRAIN_COARSE, TRAIN_FINE, TRAIN_PERPLEXITY, logged_values
 from pipeline.training.stopping import left_start, plateaued, should_prune
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
@@ -156,13 +156,13 @@ class TrainingMonitor(L.Callback):
             self.left_start_at = step
         if progress_bar and self.progress_bar:  # Lightning allows self.log in batch hooks only
             module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
-        return {"train/perplexity": self.last_perplexity}
+        return {TRAIN_PERPLEXITY: self.last_perplexity}
 
     def restore_windows(self, step: int) -> None:
         """Resumed at batch ``step`` from a checkpoint written before the monitor kept the plateau rule's log: read
         it back from ``metrics.csv`` (its rows up to ``step``, which the resumed log keeps)."""
         if self.windows is None:
-            logged = logged_values(RunDir(self.run_dir).read_metrics(), "train/perplexity")
+            logged = logged_values(RunDir(self.run_dir).read_metrics(), TRAIN_PERPLEXITY)
             self.windows = [(batch, perplexity) for batch, perplexity in logged if batch <= step]
 
     def _log(self, trainer: L.Trainer, metrics: dict, step: int) -> None:
@@ -183,8 +183,8 @@ class TrainingMonitor(L.Callback):
         fresh = fresh_training_pairs(module.task, t.seed, step, t.eval_size)
         train = evaluate(module.model, fresh, vocab)
         test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
-        metrics = {"train/coarse": train.coarse, "train/fine": train.fine, "test/coarse": test.coarse,
-                   "test/fine": test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
+        metrics = {TRAIN_COARSE: train.coarse, TRAIN_FINE: train.fine, TEST_COARSE: test.coarse,
+                   TEST_FINE: test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
         if progress_bar and self.progress_bar:
             module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
             module.log("test_coarse", test.coarse, prog_bar=True, logger=False)

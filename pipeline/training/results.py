@@ -6,6 +6,12 @@ from __future__ import annotations
 
 LEARNED_COARSE = 0.99  # the training coarse accuracy at which a run counts as having learned its task
 
+# The logged metrics' names (metrics.csv columns, W&B keys): the monitor writes them, the reports, the stopping
+# replay and successive halving read them; one spelling, here.
+TRAIN_PERPLEXITY = "train/perplexity"  # mean training perplexity of the last perplexity_every batches
+TRAIN_COARSE, TRAIN_FINE = "train/coarse", "train/fine"  # on fresh training-length sequences, every evaluation
+TEST_COARSE, TEST_FINE = "test/coarse", "test/fine"  # on cached test-length sequences, every evaluation
+
 
 def logged_rows(run_dir) -> list[dict]:
     """The rows of a run's ``metrics.csv`` (none if it has not logged yet), a cut-off last line ignored; a file
