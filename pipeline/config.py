@@ -40,6 +40,9 @@ MAX_SEED = 2**32 - 1
 # A start bias (ModelConfig.push_bias and the DeQue's bottom biases) left at this takes its model's own start.
 MODEL_START = "default"
 START_BIASES = ("push_bias", "bottom_push_bias", "bottom_pop_bias")
+# The model keys that set initial values, not shapes: runs that differ only in them can train as one population,
+# each member starting from its own (pipeline.training.population_run.population_key)
+INITIAL_VALUES = ("pop_bias", "forget_bias", *START_BIASES)
 MAX_BIAS = 20.0  # a sigmoid's bias past this fixes its gate at 0 or 1 to float32 precision: no start, a constant
 
 

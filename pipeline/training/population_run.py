@@ -35,7 +35,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from pipeline.config import ConfigError, RunConfig, to_dict
+from pipeline.config import INITIAL_VALUES, ConfigError, RunConfig, to_dict
 from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
 from pipeline.files import atomic_write_text, written_atomically
@@ -82,7 +82,7 @@ def population_key(config: RunConfig) -> tuple:
     from pipeline.data.encoding import JointVocabulary
     from pipeline.tasks import get_task
 
-    model = {k: v for k, v in to_dict(config.model).items() if not k.endswith("_bias")}
+    model = {k: v for k, v in to_dict(config.model).items() if k not in INITIAL_VALUES}
     vocab = JointVocabulary.for_config(get_task(config.task, config.length_distribution), config.model)
     training = tuple(getattr(config.training, k) for k in SHARED_TRAINING)
     return tuple(sorted(model.items())), (vocab.input_size, vocab.output_size), training
