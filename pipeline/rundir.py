@@ -10,6 +10,8 @@
     accuracy_by_length.csv    coarse/fine per source length on the cached train, test and long sets
     first_errors.csv          where in the target the first error falls (by tenth), per split (final evaluation)
     far_lengths.csv           accuracy in bands of source length out to 512 (pipeline.generalisation), if measured
+    rungs.json                its standing at each decided rung of successive halving (pipeline.sweep.halving):
+                              kept when the run is trained again, so a decided rung stays decided
     commits.txt               the commits that trained it, oldest first
     train.log                 a sweep worker's output
     traces/                   memory traces drawn by the report
@@ -52,7 +54,8 @@ RESULTS = "results.json"
 FAILED = "failed.json"
 ACCURACY_BY_LENGTH = "accuracy_by_length.csv"
 FIRST_ERRORS = "first_errors.csv"
-FAR_LENGTHS = "far_lengths.csv"  # accuracy far past the test lengths (pipeline.generalisation), when measured
+FAR_LENGTHS = "far_lengths.csv"
+RUNGS = "rungs.json"  # accuracy far past the test lengths (pipeline.generalisation), when measured
 COMMITS = "commits.txt"
 TRAIN_LOG = "train.log"
 CHECKPOINTS = "checkpoints"
@@ -64,7 +67,7 @@ REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (
 # What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
 # archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
 OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, REOPEN)
-ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, COMMITS,
+ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, RUNGS, COMMITS,
                   TRAIN_LOG)
 ARCHIVED_GLOBS = ("results.*.json", f"{TRACES}/*.json.gz")
 # The accuracies results.json holds (each in [0, 1]: RunDir.check)
@@ -131,6 +134,7 @@ class RunDir:
     accuracy_file = property(lambda self: self.path / ACCURACY_BY_LENGTH)
     first_errors_file = property(lambda self: self.path / FIRST_ERRORS)
     far_lengths_file = property(lambda self: self.path / FAR_LENGTHS)
+    rungs_file = property(lambda self: self.path / RUNGS)
     commits_file = property(lambda self: self.path / COMMITS)
     log_file = property(lambda self: self.path / TRAIN_LOG)
     checkpoints = property(lambda self: self.path / CHECKPOINTS)
@@ -180,6 +184,21 @@ class RunDir:
         for old in self.path.glob("results.*.json"):
             old.unlink()
         shutil.rmtree(self.checkpoints, ignore_errors=True)
+
+    def read_rungs(self) -> dict[int, float]:
+        """Rung (batches) -> the run's standing there, as recorded when the rung was decided (none before)."""
+        data = _read_json(self.rungs_file, required=())
+        try:
+            return {int(rung): float(standing) for rung, standing in (data or {}).items()}
+        except (TypeError, ValueError) as error:
+            raise DamagedRun(f"{self.rungs_file}: unreadable ({error})") from None
+
+    def record_rung(self, rung: int, standing: float) -> None:
+        """Record the run's standing at a rung just decided (a rung already recorded keeps its first record)."""
+        rungs = self.read_rungs()
+        if rung not in rungs:
+            rungs[rung] = standing
+            atomic_write_text(self.rungs_file, json.dumps({str(k): v for k, v in sorted(rungs.items())}) + "\n")
 
     def read_commits(self) -> list[str]:
         return self.commits_file.read_text().split() if self.commits_file.exists() else []

@@ -133,8 +133,45 @@ def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_ra
     (winner,) = [s for s in statuses if s.state == "finished"]
     cut = [s for s in statuses if s.state == "pruned"]
     (winner.run_dir / "results.json").write_text("{ cut short")
+    plan = halving_plan(sweep, runs)  # its win at the rung is recorded: the rung stays decided, no cut rate promoted
+    assert plan[winner.run_dir.name].batches == 40 and not any(plan[s.run_dir.name].batches == 40 for s in cut)
+    for s in statuses:  # ... and where it was not recorded, the damage holds the rung undecided
+        RunDir(s.run_dir).rungs_file.unlink()
     plan = halving_plan(sweep, runs)
     assert plan[winner.run_dir.name].batches == 20 and not any(plan[s.run_dir.name].batches == 40 for s in cut)
     again = run_local(sweep, runs, echo=lambda _: None)
     assert all(s.batches_done == 20 for s in again if s.run_dir != winner.run_dir)  # no cut rate trained on
     assert {s.state for s in again if s.run_dir == winner.run_dir} == {"damaged"}
+
+
+def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_another_path(tmp_path):
+    """A winner whose checkpoint was lost is trained again from batch 0; on another CPU its floats, hence its log,
+    differ. Its new log must not re-open the rung its first one decided (the 1-layer LSTM on gender conjugation: the
+    retrained winner stood at 4.18 at the rung where its first log stood at 3.80, behind the rate it had cut)."""
+    import csv
+
+    path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
+    sweep = load_sweep(path)
+    runs = tmp_path / "runs"
+    statuses = run_local(sweep, runs, echo=lambda _: None)
+    (winner,) = [s for s in statuses if s.state == "finished"]
+    cut = [s for s in statuses if s.state == "pruned"]
+    recorded = RunDir(winner.run_dir).read_rungs()
+    assert list(recorded) == [20] and recorded[20] == pytest.approx(standing(winner.run_dir, 20))
+
+    with open(RunDir(winner.run_dir).metrics_file) as f:  # its log along another path: the worst at the rung
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        if row.get("train/perplexity"):
+            row["train/perplexity"] = str(float(row["train/perplexity"]) * 1e6)
+    with open(RunDir(winner.run_dir).metrics_file, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plan = halving_plan(sweep, runs)
+    assert plan[winner.run_dir.name] == plan[winner.run_dir.name].__class__(40, False)
+    assert all(plan[s.run_dir.name].halved and plan[s.run_dir.name].batches == 20 for s in cut)
+
+    for s in statuses:  # without the records the rung is decided again, from the new log: the other way
+        RunDir(s.run_dir).rungs_file.unlink()
+    assert halving_plan(sweep, runs)[winner.run_dir.name].halved

@@ -4,9 +4,11 @@ own files.
 A *bracket* is the runs of one block that differ only in the learning rate. Every run of a bracket trains to the
 first rung; once all of them have got there (or stopped before it, or failed), the ``keep`` with the lowest
 training perplexity go on to the next rung, the others stop where they are; after the last rung the survivors train
-to the block's ``max_batches``. Nothing is stored but the runs: the plan is read again from their logs whenever it is
-asked for, so a sweep killed anywhere resumes the same plan, and a rung once decided stays decided (a run's log up to
-a rung never changes when it trains on).
+to the block's ``max_batches``. The plan is read again from the runs' folders whenever it is asked for, so a sweep
+killed anywhere resumes the same plan. A rung once decided stays decided: each run's standing there is written into
+its folder (``rungs.json``) the first time the plan sees the rung decided, and read from there ever after, so a run
+trained again from batch 0 (its checkpoint lost; on another CPU its floats, hence its log, differ) never re-opens a
+rung its first log decided.
 
 The sweep asks :func:`halving_plan` for each run's budget now and whether halving stopped it
 (:mod:`pipeline.sweep.status` turns that into the run's state: a run cut at a rung is *pruned*).
@@ -58,6 +60,9 @@ def standing_at(run_dir: Path, rung: int) -> float | None:
 
     folder = RunDir(run_dir)
     try:
+        recorded = folder.read_rungs().get(rung)
+        if recorded is not None:
+            return recorded
         folder.check()
         logged = logged_values(folder.read_metrics(), TRAIN_PERPLEXITY)
         results = folder.read_results()
@@ -85,6 +90,9 @@ def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
             if any(value is None for value in standings.values()):  # the rung is not decided yet: all train to it
                 plan.update({run.run_id(): Budget(rung, False) for run in alive})
                 break
+            for run in alive:  # decided: recorded where each run's folder is, and read from there from now on
+                if (root / run.run_id()).is_dir():
+                    RunDir(root / run.run_id()).record_rung(rung, standings[run.run_id()])
             ranked = sorted(alive, key=lambda run: (standings[run.run_id()], run.run_id()))
             plan.update({run.run_id(): Budget(rung, True) for run in ranked[keep:]})
             alive = ranked[:keep]
