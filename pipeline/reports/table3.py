@@ -139,11 +139,14 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
 
 
 def start_of(model) -> str:
-    """A memory model's start as Table 3 shows it: the initial biases of its push and pop ("init": nn.Linear's
-    initialisation, about 0), both ends for the DeQue, and any study probe set; '' for an LSTM."""
+    """A model's start and recipe as Table 3 shows them: a memory model's initial push and pop biases ("init":
+    nn.Linear's initialisation, about 0), both ends for the DeQue, and any study probe set; for every model, the
+    baseline options that depart from the paper (the source fed reversed, a forget-gate bias); '' where none."""
+    options = ([f"source {model.source_order}"] if model.source_order != "forward" else []) + (
+        [f"forget bias {model.forget_bias:g}"] if model.forget_bias is not None else [])
     kind = memory_of(model.name)
     if kind is None:
-        return ""
+        return "; ".join(options)
     model = model.resolved()  # "default" is the model's own start: say it in numbers
     value = lambda x: "init" if x is None else f"{x:+g}"  # noqa: E731
     if kind.ends == 2:
@@ -155,7 +158,7 @@ def start_of(model) -> str:
         text = f"push {value(model.push_bias)} pop {value(model.pop_bias)}"
     probes = [f"{key} {getattr(model, key)}" for key in ("bottom_read_gain", "value_gain", "bottom_read_heard_from")
               if getattr(model, key) is not None]
-    return "; ".join([text, *probes])
+    return "; ".join([text, *probes, *options])
 
 
 def select_models(runs: pd.DataFrame) -> pd.DataFrame:
