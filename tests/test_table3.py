@@ -247,3 +247,13 @@ def test_a_run_the_learning_rate_search_discarded_is_never_a_cells_result():
     done = survivor | {"state": "finished", "stop_reason": "budget"}
     (chosen,) = select_models(runs(loser, done)).itertuples()
     assert chosen.lr == 5e-3  # the survivor, though the loser's perplexity at its rung was lower
+
+
+def test_the_start_column_names_a_baseline_option_for_any_model():
+    from pipeline.config import ModelConfig
+    from pipeline.reports.table3 import start_of
+
+    assert start_of(ModelConfig(name="lstm1")) == ""
+    assert start_of(ModelConfig(name="lstm2", source_order="reversed")) == "source reversed"
+    assert start_of(ModelConfig(name="lstm1", forget_bias=1.0)) == "forget bias 1"
+    assert start_of(ModelConfig(name="stack", source_order="reversed")).endswith("; source reversed")
