@@ -148,7 +148,8 @@ def study_conclusions(table: pd.DataFrame) -> list[str]:
 
         def said(r) -> str:
             median = "" if math.isnan(r.median_batches) else f", median {r.median_batches:,.0f} batches"
-            return (f"{r.choice}, lr {r.lr:g}: {r.learned} of {r.done} seeds learned ({r.share:.0%}, "
+            rate = "" if "lr " in r.choice else f", lr {r.lr:g}"  # a label that names its rate says it once
+            return (f"{r.choice}{rate}: {r.learned} of {r.done} seeds learned ({r.share:.0%}, "
                     f"{r.share_low:.0%}–{r.share_high:.0%}{median})")
 
         best = done.iloc[0]
