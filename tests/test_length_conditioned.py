@@ -11,7 +11,15 @@ from functools import cache
 import numpy as np
 import pytest
 
-from pipeline.config import LATER_MODEL_KEYS, LATER_TRAINING_KEYS, RunConfig, config_hash, stored_run_config, to_dict
+from pipeline.config import (
+    LATER_MODEL_KEYS,
+    LATER_TRAINING_KEYS,
+    MEASUREMENT_KEYS,
+    RunConfig,
+    config_hash,
+    stored_run_config,
+    to_dict,
+)
 from pipeline.tasks import SPLITS, get_task
 from pipeline.tasks.grammar import Grammar, _uniforms
 
@@ -186,7 +194,7 @@ def test_run_ids_made_before_the_setting_existed_are_kept():
         # the keys a config had then: none of LATER_TRAINING_KEYS or LATER_MODEL_KEYS (added since, left out at
         # their old value)
         training = {k: v for k, v in to_dict(config.training).items()
-                    if k != "max_batches" and k not in LATER_TRAINING_KEYS}
+                    if k != "max_batches" and k not in LATER_TRAINING_KEYS and k not in MEASUREMENT_KEYS}
         model = {k: v for k, v in to_dict(config.model.resolved()).items() if k not in LATER_MODEL_KEYS}
         old = {"task": config.task, "model": model, "training": training}
         return config_hash(old)
