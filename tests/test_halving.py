@@ -11,7 +11,7 @@ from tiny import TRAINING
 from pipeline.config import ConfigError
 from pipeline.rundir import RunDir
 from pipeline.sweep import load_sweep, run_local, sweep_status
-from pipeline.sweep.halving import halving_plan, standing_at
+from pipeline.sweep.halving import Budget, halving_plan, standing_at
 from pipeline.training.results import logged_values
 
 
@@ -123,15 +123,20 @@ exec {sys.executable} "$@"
     assert last < ended.index(held.run_dir.name), said
 
 
-def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_rate(tmp_path):
-    """The third probe's item 9: a halving winner whose results.json was damaged made the next sweep promote a rate
-    the rung had cut and train it to the full budget."""
-    path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
-    sweep = load_sweep(path)
+def decided_bracket(tmp_path):
+    """A bracket of three rates run to the end of one rung (20 batches, keep 1): (sweep, runs folder, statuses, the
+    winner's status, the cut rates' statuses)."""
+    sweep = load_sweep(halving_profile(tmp_path, {"at": [20], "keep": [1]}))
     runs = tmp_path / "runs"
     statuses = run_local(sweep, runs, echo=lambda _: None)
     (winner,) = [s for s in statuses if s.state == "finished"]
-    cut = [s for s in statuses if s.state == "pruned"]
+    return sweep, runs, statuses, winner, [s for s in statuses if s.state == "pruned"]
+
+
+def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_rate(tmp_path):
+    """The third probe's item 9: a halving winner whose results.json was damaged made the next sweep promote a rate
+    the rung had cut and train it to the full budget."""
+    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path)
     (winner.run_dir / "results.json").write_text("{ cut short")
     plan = halving_plan(sweep, runs)  # its win at the rung is recorded: the rung stays decided, no cut rate promoted
     assert plan[winner.run_dir.name].batches == 40 and not any(plan[s.run_dir.name].batches == 40 for s in cut)
@@ -150,12 +155,7 @@ def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_ano
     retrained winner stood at 4.18 at the rung where its first log stood at 3.80, behind the rate it had cut)."""
     import csv
 
-    path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
-    sweep = load_sweep(path)
-    runs = tmp_path / "runs"
-    statuses = run_local(sweep, runs, echo=lambda _: None)
-    (winner,) = [s for s in statuses if s.state == "finished"]
-    cut = [s for s in statuses if s.state == "pruned"]
+    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path)
     recorded = RunDir(winner.run_dir).read_rungs()
     assert list(recorded) == [20] and recorded[20] == pytest.approx(standing(winner.run_dir, 20))
 
@@ -169,7 +169,7 @@ def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_ano
         writer.writeheader()
         writer.writerows(rows)
     plan = halving_plan(sweep, runs)
-    assert plan[winner.run_dir.name] == plan[winner.run_dir.name].__class__(40, False)
+    assert plan[winner.run_dir.name] == Budget(40, False)
     assert all(plan[s.run_dir.name].halved and plan[s.run_dir.name].batches == 20 for s in cut)
 
     for s in statuses:  # without the records the rung is decided again, from the new log: the other way
