@@ -226,3 +226,28 @@ def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: 
         return True
     variances = [sum((x - m) ** 2 for x in part) / (span - 1) for part, m in zip(logs, means)]
     return fall > 2 * math.sqrt(sum(variances) / span)
+
+
+def describe(training) -> str:
+    """The stopping rules of a run's training config, in one sentence (for reports and profiles)."""
+    parts = [f"budget {training.max_batches:,} batches"]
+    if training.early_stop_patience:
+        parts.append(f"converged once training coarse >= {training.early_stop_coarse:g} for "
+                     f"{training.early_stop_patience} evaluations")
+    if training.plateau_patience:
+        after = f" (counted from batch {max(training.prune_at):,})" if training.prune_at else ""
+        if training.plateau_after_leaving_start:
+            after += (f" (counted once training perplexity has fallen to {LEFT_START_RATIO:g} × its first window's: "
+                      "the run has left its starting plateau)")
+        least = training.plateau_patience * training.eval_every
+        window = f"{training.plateau_patience} evaluations ({least:,} batches)"
+        if training.plateau_window_fraction:
+            window += f" or {training.plateau_window_fraction:.0%} of the batches trained, the larger"
+        tolerance = f"{training.plateau_tolerance:.0%}"
+        parts.append(f"plateau once training perplexity has not beaten its reference by {tolerance} (nor its log, the "
+                     f"cross-entropy) for a window of {window}, and its mean over that window is within {tolerance} "
+                     f"of the window before's{after}")
+    if training.prune_at:
+        parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
+                     f"> {training.prune_ratio:g} × its first window's")
+    return "; ".join(parts)
