@@ -26,14 +26,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from pipeline.config import ModelConfig
+from pipeline.config import ModelConfig, TrainingConfig
+from pipeline.data.encoding import IGNORE_INDEX, Batch
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, build_model
 from pipeline.provenance import machine, provenance
 from pipeline.runtime import configure_cpu_process, resolve_device
+from pipeline.training.step import make_optimizer, take_step
 
 BENCH_MODELS = ("stack", "queue", "deque", "lstm1", "lstm8")
 YARDSTICK = "nn.LSTM"
@@ -79,25 +80,30 @@ def make_model(name: str, hidden: int) -> nn.Module:
     return build_model(ModelConfig(name=name, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE)
 
 
+def random_batch(steps: int, seed: int) -> Batch:
+    """A batch of BATCH random joint sequences of ``steps`` positions, every position but the first scored."""
+    gen = torch.Generator().manual_seed(seed)
+    inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen)
+    targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen)
+    targets[:, 0] = IGNORE_INDEX
+    full = torch.full((BATCH,), steps)
+    return Batch(inputs, targets, full, full // 2, full - 1)
+
+
 class TrainingStep:
-    """One training batch of a model, exactly as the training loop does it."""
+    """One training batch of a model, exactly as training takes it (:func:`pipeline.training.step.take_step`, with
+    the default training settings of :class:`~pipeline.config.TrainingConfig`)."""
 
     def __init__(self, name: str, hidden: int, steps: int, seed: int = 0, device: str = "cpu") -> None:
         torch.manual_seed(seed)
         self.device = torch.device(device)
         self.model = make_model(name, hidden).to(self.device)
-        self.optimizer = torch.optim.RMSprop(self.model.parameters(), lr=1e-3, alpha=0.9)
-        gen = torch.Generator().manual_seed(seed)
-        self.inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen).to(self.device)
-        self.targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen).to(self.device)
+        self.training = TrainingConfig()
+        self.optimizer = make_optimizer(self.model.parameters(), self.training)
+        self.batch = random_batch(steps, seed).to(self.device)
 
-    def __call__(self) -> None:
-        logits = self.model(self.inputs)
-        loss = F.cross_entropy(logits.flatten(0, 1), self.targets.flatten())
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
+    def __call__(self, phase=None) -> None:
+        take_step(self.model, self.optimizer, self.batch, self.training, **({"phase": phase} if phase else {}))
         if self.device.type == "cuda":  # time the work, not its queueing
             torch.cuda.synchronize(self.device)
 
@@ -367,16 +373,7 @@ def profile_batch(name: str, hidden: int = 256, steps: int = 131, batches: int =
     step = TrainingStep(name, hidden, steps)
 
     def one_batch() -> None:
-        with record_function("forward"):
-            logits = step.model(step.inputs)
-            loss = F.cross_entropy(logits.flatten(0, 1), step.targets.flatten())
-        step.optimizer.zero_grad(set_to_none=True)
-        with record_function("backward"):
-            loss.backward()
-        with record_function("clipping"):
-            torch.nn.utils.clip_grad_norm_(step.model.parameters(), 1.0)
-        with record_function("optimiser"):
-            step.optimizer.step()
+        step(phase=record_function)
 
     for _ in range(3):
         one_batch()

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import torch
 
-from pipeline.bench import BATCH, INPUT_SIZE, OUTPUT_SIZE
-from pipeline.config import ModelConfig
-from pipeline.data.encoding import IGNORE_INDEX, Batch
+from pipeline.bench import BATCH, INPUT_SIZE, OUTPUT_SIZE, TrainingStep, random_batch
+from pipeline.config import ModelConfig, TrainingConfig
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, build_model, memory_of
 from pipeline.paths import CONFIG_DIR, REPORTS_DIR
@@ -36,20 +35,12 @@ STEPS = 131
 HIDDEN = 256
 
 
-def member_batch(steps: int, seed: int) -> Batch:
-    """A batch of BATCH random joint sequences of ``steps`` positions, every position scored."""
-    gen = torch.Generator().manual_seed(seed)
-    inputs = torch.randint(1, INPUT_SIZE, (BATCH, steps), generator=gen)
-    targets = torch.randint(0, OUTPUT_SIZE, (BATCH, steps), generator=gen)
-    targets[:, 0] = IGNORE_INDEX
-    full = torch.full((BATCH,), steps)
-    return Batch(inputs, targets, full, full // 2, full - 1)
-
-
 def population_of(model: str, size: int, hidden: int, device: torch.device):
     members = [build_model(ModelConfig(name=model, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE) for _ in range(size)]
     population = (PopulationLSTM if memory_of(model) is None else PopulationMemoryLSTM)(members).to(device)
-    return population, PopulationRMSprop(population.ordered_parameters(), [1e-3] * size, 0.9, 1e-8)
+    t = TrainingConfig()  # the default training settings, as bench.TrainingStep's
+    return population, PopulationRMSprop(population.ordered_parameters(), [t.lr] * size, t.rmsprop_alpha,
+                                         t.rmsprop_eps)
 
 
 def peak_mb(device: torch.device) -> float:
@@ -67,8 +58,9 @@ def measure(model: str, size: int, device: torch.device, hidden: int = HIDDEN, s
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     population, optimizer = population_of(model, size, hidden, device)
-    step = CapturedStep(population, optimizer, clip=1.0, batch_size=BATCH, length=steps)  # captured on a GPU
-    batches = [member_batch(steps, k) for k in range(size)]
+    t = TrainingConfig()
+    step = CapturedStep(population, optimizer, t.clip, BATCH, steps, t.clip_mode)  # captured on a GPU
+    batches = [random_batch(steps, k) for k in range(size)]
     timings = []
     for attempt in range(repeats + 1):
         start = time.perf_counter()
@@ -85,27 +77,15 @@ def measure(model: str, size: int, device: torch.device, hidden: int = HIDDEN, s
 def measure_one_after_another(model: str, size: int, device: torch.device, hidden: int = HIDDEN,
                               steps: int = STEPS, repeats: int = 2) -> dict:
     """The same record for a population that steps its members one after another, each with its single run's own
-    model (fused LSTM, C memory step) and ``torch.optim.RMSprop``: what ``train_population`` does unbatched (a CPU's
-    default). Per member-batch it costs what a single run costs."""
-    import torch.nn.functional as F
-
+    model (fused LSTM, C memory step) and ``torch.optim.RMSprop`` (:class:`pipeline.bench.TrainingStep`): what
+    ``train_population`` does unbatched (a CPU's default). Per member-batch it costs what a single run costs."""
     torch.manual_seed(0)
-    members = [build_model(ModelConfig(name=model, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE).to(device)
-               for _ in range(size)]
-    optimizers = [torch.optim.RMSprop(m.parameters(), lr=1e-3, alpha=0.9, eps=1e-8) for m in members]
-    batches = [member_batch(steps, k).to(device) for k in range(size)]
+    steps_of = [TrainingStep(model, hidden, steps, seed=k, device=str(device)) for k in range(size)]
     timings = []
     for attempt in range(repeats + 1):
         start = time.perf_counter()
-        for member, optimizer, batch in zip(members, optimizers, batches):
-            logits = member(batch.inputs, batch.lengths)
-            loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE_INDEX)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(member.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        for member in steps_of:
+            member()
         if attempt:
             timings.append(time.perf_counter() - start)
     seconds = sorted(timings)[len(timings) // 2]

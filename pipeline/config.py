@@ -41,7 +41,7 @@ MAX_SEED = 2**32 - 1
 MODEL_START = "default"
 START_BIASES = ("push_bias", "bottom_push_bias", "bottom_pop_bias")
 # The model keys that set initial values, not shapes: runs that differ only in them can train as one population,
-# each member starting from its own (pipeline.training.population_run.population_key)
+# each member starting from its own (pipeline.training.run.population_key)
 INITIAL_VALUES = ("pop_bias", "forget_bias", *START_BIASES)
 MAX_BIAS = 20.0  # a sigmoid's bias past this fixes its gate at 0 or 1 to float32 precision: no start, a constant
 

@@ -1,12 +1,14 @@
-"""Population training's step (pipeline/training/population.py): in float64, every member of a population of deep
-LSTMs that differ in seed, learning rate and task equals the same run trained alone, step for step: loss, every
-parameter, RMSProp's state (issue 36's equivalence, for the deep LSTMs)."""
+"""Population training's step (pipeline/training/population.py): in float64, every member of a population that
+differs in seed, learning rate and task equals the same run trained alone, step for step, in either clip mode: loss,
+every parameter, RMSProp's state."""
 
 import lightning as L
 import pytest
 import torch
+import torch.nn.functional as F
 
 from pipeline.config import RunConfig, from_dict, to_dict
+from pipeline.data.encoding import IGNORE_INDEX
 from pipeline.data.stream import TrainingBatches
 from pipeline.training.module import TransductionModule
 from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
@@ -14,10 +16,11 @@ from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, P
 STEPS = 50
 
 
-def member_config(task, seed, lr, model):
+def member_config(task, seed, lr, model, clip_mode="norm"):
     name = f"lstm{model}" if isinstance(model, int) else model
     return from_dict(RunConfig, {"task": task, "model": {"name": name, "hidden": 12, "embedding": 6, "memory_width": 5},
-                                 "training": {"seed": seed, "lr": lr}, "tracking": {"wandb": "off"}})
+                                 "training": {"seed": seed, "lr": lr, "clip_mode": clip_mode, "clip": 0.05},
+                                 "tracking": {"wandb": "off"}})
 
 
 def single_run(config, dtype=torch.float64):
@@ -30,33 +33,41 @@ def single_run(config, dtype=torch.float64):
 
 
 def train_alone(config, steps, dtype=torch.float64):
-    """What a single run's loop does each step (Lightning with gradient_clip_algorithm "norm", torch's RMSprop):
-    the losses, and the module and optimizer after ``steps`` steps."""
+    """What a single run's step is, written out here as the oracle (the mean cross-entropy of the target tokens,
+    clipping by norm or by value, torch's RMSprop): the losses, and the module and optimizer after ``steps``."""
     module, batches = single_run(config, dtype)
     t = config.training
     optimizer = torch.optim.RMSprop(module.parameters(), lr=t.lr, alpha=t.rmsprop_alpha, eps=t.rmsprop_eps)
     losses = []
     for step in range(steps):
-        loss = module.training_step(batches.batch(step), step)["loss"]
+        batch = batches.batch(step)
+        logits = module.model(batch.inputs, batch.lengths)
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE_INDEX,
+                               reduction="sum") / batch.target_lengths.sum()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(module.parameters(), t.clip)
+        if t.clip_mode == "norm":
+            torch.nn.utils.clip_grad_norm_(module.parameters(), t.clip)
+        else:
+            torch.nn.utils.clip_grad_value_(module.parameters(), t.clip)
         optimizer.step()
         optimizer.zero_grad()
         losses.append(loss.item())
     return losses, module, optimizer
 
 
-@pytest.mark.parametrize("model", [1, 2, "stack", "queue", "deque"])
-def test_every_member_equals_its_run_trained_alone(model):
-    configs = [member_config("copy", 3, 1e-3, model), member_config("reversal", 7, 5e-3, model),
-               member_config("bigram_flip", 11, 5e-4, model)]
+@pytest.mark.parametrize("model,clip_mode", [(1, "norm"), (2, "norm"), ("stack", "norm"), ("queue", "norm"),
+                                             ("deque", "norm"), (2, "value"), ("stack", "value")])
+def test_every_member_equals_its_run_trained_alone(model, clip_mode):
+    configs = [member_config("copy", 3, 1e-3, model, clip_mode), member_config("reversal", 7, 5e-3, model, clip_mode),
+               member_config("bigram_flip", 11, 5e-4, model, clip_mode)]
     singles = [single_run(c) for c in configs]
     population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
     t = configs[0].training
     optimizer = PopulationRMSprop(population.ordered_parameters(), [c.training.lr for c in configs],
                                   t.rmsprop_alpha, t.rmsprop_eps)
     losses = [nll / tokens for nll, tokens in
-              (population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip)
+              (population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip,
+                               clip_mode)
                for step in range(STEPS))]
     for k, config in enumerate(configs):
         alone, module, alone_optimizer = train_alone(config, STEPS)
@@ -69,15 +80,19 @@ def test_every_member_equals_its_run_trained_alone(model):
             torch.testing.assert_close(mine, state, rtol=1e-9, atol=1e-15, msg=f"square_avg of {name}")
 
 
-def test_members_clip_by_their_own_norm_and_a_mixed_population_is_refused():
-    from pipeline.training.population import clip_per_member
+def test_members_clip_by_their_own_norm_or_values_and_a_mixed_population_is_refused():
+    from pipeline.training.step import clip_members
 
     a = torch.nn.Parameter(torch.zeros(2, 3))
     a.grad = torch.tensor([[3.0, 4.0, 0.0], [0.3, 0.4, 0.0]])  # norms 5 and 0.5
-    norms = clip_per_member([a], max_norm=1.0)
-    assert norms.tolist() == pytest.approx([5.0, 0.5])
+    clip_members([a], 1.0, "norm")
     assert a.grad[0].norm().item() == pytest.approx(1.0, rel=1e-5)  # clipped to 1
     assert a.grad[1].tolist() == pytest.approx([0.3, 0.4, 0.0])  # left alone: the other member's norm is not its
+    a.grad = torch.tensor([[3.0, -4.0, 0.5], [0.3, 0.4, -0.2]])
+    clip_members([a], 0.35, "value")
+    assert a.grad.flatten().tolist() == pytest.approx([0.35, -0.35, 0.35, 0.3, 0.35, -0.2])
+    with pytest.raises(ValueError, match="clip mode 'both' is not one of norm, value"):
+        clip_members([a], 1.0, "both")
     small, large = (single_run(member_config("copy", 0, 1e-3, 1))[0].model,
                     single_run(member_config("copy", 0, 1e-3, 2))[0].model)
     with pytest.raises(ValueError, match="same architecture and vocabulary sizes"):
@@ -86,7 +101,7 @@ def test_members_clip_by_their_own_norm_and_a_mixed_population_is_refused():
 
 def test_the_reference_loop_is_what_train_does(tmp_path, cache_dir, monkeypatch):
     """The single run the population is compared with, written out above, is the real one: after 20 batches of
-    `train` (Lightning, float32) its last checkpoint holds the reference loop's parameters."""
+    `train` (float32) its last checkpoint holds the reference loop's parameters."""
     from pipeline.training.run import train
 
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))

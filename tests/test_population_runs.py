@@ -1,6 +1,7 @@
-"""Population training's runs (pipeline/training/population_run.py): every member writes the run folder its single
-run writes (the same metrics within float32 rounding, results, checkpoints a single run resumes from), a member that
-stops leaves the others training, and a population killed with kill -9 and run again equals its uninterrupted twin."""
+"""Population training's runs (pipeline/training/engine.py, train_population): every member writes the run folder
+its single run writes (the same metrics within float32 rounding, results, checkpoints a single run resumes from), a
+member that stops leaves the others training, and a population killed with kill -9 and run again equals its
+uninterrupted twin."""
 
 import csv
 import dataclasses
@@ -13,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from pipeline.config import ConfigError, RunConfig, from_dict
 from pipeline.rundir import RunDir
-from pipeline.training.population_run import population_key, train_population
-from pipeline.training.run import train
+from pipeline.training.run import population_key, train, train_population
 
 REPO = Path(__file__).resolve().parents[1]
 NUMBERS = ("train/perplexity", "train/coarse", "train/fine", "test/coarse", "test/fine")
@@ -117,11 +118,12 @@ def test_runs_that_cannot_share_a_model_are_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="a directory each"):
         train_population([member("copy", 0, 1e-3), member("copy", 1, 1e-3)], [tmp_path / "a", tmp_path / "a"])
     assert not (tmp_path / "a").exists()
-    # the DeQue's bottom read held unheard follows each run's own batch count: refused, in one line, before any work
+    # the DeQue's bottom read held unheard follows each run's own batch count, which members stacked as one model do
+    # not keep apart: refused batched, in one line, before any work (one member after another, each keeps its own)
     late = member("copy", 0, 1e-3, "deque")
     late = dataclasses.replace(late, model=dataclasses.replace(late.model, bottom_read_heard_from=100))
-    with pytest.raises(ConfigError, match=r"model.bottom_read_heard_from \(100\) is not supported by population"):
-        train_population([late, late], [tmp_path / "c", tmp_path / "d"])
+    with pytest.raises(ConfigError, match=r"model.bottom_read_heard_from \(100\) is not supported by a batched"):
+        train_population([late, late], [tmp_path / "c", tmp_path / "d"], batched=True)
     assert not (tmp_path / "c").exists()
     # the start biases are initial values, not shapes: runs that differ only there share a population
     stack = member("copy", 0, 1e-3, "stack")
@@ -133,7 +135,7 @@ POPULATION_SCRIPT = """
 import sys
 from pathlib import Path
 from pipeline.config import RunConfig, from_dict
-from pipeline.training.population_run import train_population
+from pipeline.training.run import train_population
 import json
 spec = json.loads(sys.argv[1])
 configs = [from_dict(RunConfig, c) for c in spec["configs"]]
@@ -277,16 +279,16 @@ def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path,
     """At static shapes (the captured step, eager off a GPU) a member that stops hands its slot to the next waiting
     run without a new population (no new capture): three runs two at a time build it twice (at the start, and when
     the last two leave with no one waiting), not three times; every member still writes its single run's numbers."""
-    from pipeline.training import population_run
+    from pipeline.training import engine
 
     built = []
-    original = population_run.BatchedPopulation.of.__func__
+    original = engine.BatchedPopulation.of.__func__
 
     def counting(cls, members, device, length=None):
         built.append([m.config.task for m in members])
         return original(cls, members, device, length)
 
-    monkeypatch.setattr(population_run.BatchedPopulation, "of", classmethod(counting))
+    monkeypatch.setattr(engine.BatchedPopulation, "of", classmethod(counting))
     configs = [member("copy", 3, 1e-3, max_batches=100), member("reversal", 7, 5e-4, max_batches=60),
                member("bigram_flip", 11, 2e-3, max_batches=100)]
     together = [tmp_path / "population" / c.run_id() for c in configs]
@@ -308,10 +310,10 @@ def test_one_members_failure_in_its_monitor_is_its_own(tmp_path, monkeypatch):
 
     close = TrainingMonitor._close_window
 
-    def overflow_for_the_first(self, module, step, progress_bar=True):
+    def overflow_for_the_first(self, module, step):
         if self.run_dir.name == "diverging" and step >= 40:
             raise OverflowError("math range error")
-        return close(self, module, step, progress_bar)
+        return close(self, module, step)
 
     monkeypatch.setattr(TrainingMonitor, "_close_window", overflow_for_the_first)
     configs = [member("copy", 1, 1e-3, max_batches=60), member("copy", 2, 1e-3, max_batches=60)]
@@ -324,14 +326,46 @@ def test_one_members_failure_in_its_monitor_is_its_own(tmp_path, monkeypatch):
     monitor = TrainingMonitor(tmp_path / "x", [])
     monitor.window_nll, monitor.window_tokens = 1e6, 10
 
-    class Module:
-        def log(self, *args, **kwargs):
-            pass
-
-    assert monitor._close_window(Module(), 10, progress_bar=False)["train/perplexity"] == math.inf
+    assert monitor._close_window(None, 10)["train/perplexity"] == math.inf
 
 
-def test_value_clipping_is_refused_by_a_population_instead_of_trained_as_norm_clipping(tmp_path):
-    with pytest.raises(ConfigError, match=r"training.clip_mode 'value' is not supported by population training"):
-        train_population([member("copy", 1, 1e-3, clip_mode="value")], [tmp_path / "run"], batched=False)
-    assert not (tmp_path / "run").exists()
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_member_and_one_that_turns_nan(
+        tmp_path, monkeypatch, batched):
+    """Three runs of one architecture trained as one population: clipping by value and by norm (members differ in
+    clip mode only across populations: it is shared), on an ITG task (one grammar's vocabulary), and a member whose
+    rate makes its loss NaN. The NaN member fails alone, with the
+    batch in its failed.json; the others write their single runs' metrics (byte for byte one after another, within
+    float32 rounding batched), untouched by it."""
+    import math
+
+    from pipeline.training import engine
+
+    open_member = engine.open_member
+
+    def poisoned(config, run_dir, *args):  # one embedding column NaN: its loss is NaN from its first batch on
+        opened = open_member(config, run_dir, *args)
+        if run_dir.name == "diverging":
+            with torch.no_grad():
+                opened.module.model.embed.weight[:, 0] = math.nan
+        return opened
+
+    monkeypatch.setattr(engine, "open_member", poisoned)
+    for clip_mode in ("value", "norm"):
+        healthy = [member("gender", 3, 1e-3, "lstm2", max_batches=60, clip_mode=clip_mode),
+                   member("gender", 7, 2e-3, "lstm2", max_batches=60, clip_mode=clip_mode)]
+        diverging = member("gender", 5, 1e-3, "lstm2", max_batches=60, clip_mode=clip_mode)
+        configs = [healthy[0], diverging, healthy[1]]
+        dirs = [tmp_path / clip_mode / "population" / c.run_id() for c in configs]
+        dirs[1] = dirs[1].parent / "diverging"
+        results = train_population(configs, dirs, batched=batched)
+        assert results[1] is None and "FloatingPointError: training loss is nan at batch 1" in \
+            RunDir(dirs[1]).read_failure()
+        for config, run_dir, result in zip(configs[::2], dirs[::2], results[::2]):
+            alone = tmp_path / clip_mode / "alone" / config.run_id()
+            expected = train(config, alone, progress=False)
+            if batched:
+                assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+            else:
+                assert (run_dir / "metrics.csv").read_text() == (alone / "metrics.csv").read_text()
+            assert result["batches"] == expected["batches"] == 60 and result["stop_reason"] == "budget"

@@ -148,12 +148,12 @@ def adopt_renamed_runs(sweep: SweepConfig, runs_root: Path | None = None) -> lis
 
 def pack(run_dirs: Sequence[Path], configs: dict, size: int | None) -> list[tuple[Path, ...]]:
     """The jobs of a pool or an array: with ``size`` None or 1, a job per run, in ``run_dirs`` order; else one job
-    per model (the runs that can share one: :func:`~pipeline.training.population_run.population_key`), holding all
+    per model (the runs that can share one: :func:`~pipeline.training.run.population_key`), holding all
     its runs, which it trains ``size`` at a time as one population, a stopped run's place taken by the next. The jobs
     come in the order of their first runs."""
     if not size or size == 1:
         return [(run_dir,) for run_dir in run_dirs]
-    from pipeline.training.population_run import population_key
+    from pipeline.training.run import population_key
 
     jobs: dict[tuple, list[Path]] = {}
     for run_dir in run_dirs:

@@ -61,11 +61,10 @@ def run_one(run_dir: str | Path) -> str:
 
 def run_population(run_dirs: list[str | Path], width: int | None = None) -> list[str]:
     """Train (or resume) the runs of ``run_dirs`` as one population, ``width`` at a time (:func:`~pipeline.
-    training.population_run.train_population`), each from its ``config.yaml``. Returns their states afterwards. A
+    training.run.train_population`), each from its ``config.yaml``. Returns their states afterwards. A
     failure of the whole (not of one member, which the population records itself) is recorded in every unfinished
     member's ``failed.json``."""
-    from pipeline.training.population_run import train_population
-    from pipeline.training.run import RunBusy, RunStopped
+    from pipeline.training.run import RunBusy, RunStopped, train_population
 
     run_dirs = [Path(d) for d in run_dirs]
     configs = [RunDir(d).read_config() for d in run_dirs]

@@ -1,4 +1,4 @@
-"""Everything a run does on a schedule (paper §4.4), in one callback whose state goes into every checkpoint:
+"""Everything a run does on a schedule (paper §4.4), in one object per run whose state goes into every checkpoint:
 
 * every ``perplexity_every`` batches: the average training perplexity of the window (the paper's model-selection
   criterion);
@@ -13,6 +13,9 @@
 * every ``checkpoint_every`` batches, at each evaluation and at the end: ``last.ckpt``, for resuming after a crash,
   and ``timings.csv`` (the wall-clock seconds at every logged step, kept out of ``metrics.csv``).
   The logs are flushed first, so everything logged up to a checkpoint is on disk when it is written.
+
+The training loop (:mod:`pipeline.training.engine`) calls it after every batch of its run with that run's
+:class:`~pipeline.training.engine.Member` as ``trainer``: its step, stop flag, loggers and checkpoints.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import math
 import time
 from pathlib import Path
 
-import lightning as L
 import numpy as np
 
 from pipeline.data.encoding import JointVocabulary
@@ -42,7 +44,7 @@ def fresh_training_pairs(task: Task, seed: int, step: int, n: int) -> list[Pair]
     return task.sample_batch(np.random.default_rng([seed, FRESH_EVAL_TAG, step]), "train", n)
 
 
-class TrainingMonitor(L.Callback):
+class TrainingMonitor:
     def __init__(self, run_dir: Path, test_pairs: list[Pair]) -> None:
         self.run_dir = Path(run_dir)
         self.test_pairs = test_pairs
@@ -60,7 +62,7 @@ class TrainingMonitor(L.Callback):
         self.left_start_at: int | None = None  # the batch whose window first fell to half the first's (stopping.py)
         self.last_eval_step = -1
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
-        self.progress_bar = True  # a member of a population has no Lightning loop to show its numbers in
+        self.shown: dict[str, float] = {}  # the latest perplexity and accuracies, for a progress bar to show
         self._since = time.monotonic()
 
     @property
@@ -107,17 +109,17 @@ class TrainingMonitor(L.Callback):
 
     # -- hooks ------------------------------------------------------------------------------------------------------
 
-    def on_train_start(self, trainer: L.Trainer, module) -> None:
+    def on_train_start(self, step: int) -> None:
+        """Training (re)starts at batch ``step``: the clock runs from now."""
         self._since = time.monotonic()
-        self.restore_windows(trainer.global_step)
-        if self.stop_reason is not None:  # resumed after the run had already stopped: nothing left to train
-            trainer.should_stop = True
+        self.restore_windows(step)
 
-    def on_train_batch_end(self, trainer: L.Trainer, module, outputs: dict, batch, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer, module, nll, tokens) -> None:
+        """After batch ``trainer.global_step`` (counted from 1): its summed target NLL and token count."""
         t = module.config.training
         step = trainer.global_step
-        self.window_nll += float(outputs["nll"])
-        self.window_tokens += int(outputs["tokens"])
+        self.window_nll += float(nll)
+        self.window_tokens += int(tokens)
         metrics = {}
         if step % t.perplexity_every == 0:
             metrics.update(self._close_window(module, step))
@@ -129,21 +131,21 @@ class TrainingMonitor(L.Callback):
         if step % t.checkpoint_every == 0 or step % t.eval_every == 0 or trainer.should_stop:
             self.save_last(trainer)
 
-    def on_train_end(self, trainer: L.Trainer, module) -> None:
+    def on_train_end(self, trainer, module) -> None:
         # Every run ends evaluated, whatever its budget: a budget that is not a multiple of eval_every (or below it)
         # still gets its last batches' perplexity and an evaluation, hence a best checkpoint to report.
         step = trainer.global_step
         metrics = {}
         if self.window_tokens:
-            metrics.update(self._close_window(module, step, progress_bar=False))
+            metrics.update(self._close_window(module, step))
         if step and self.last_eval_step != step:
-            metrics.update(self._evaluate(trainer, module, step, progress_bar=False))
+            metrics.update(self._evaluate(trainer, module, step))
         self._log(trainer, metrics, step)
         self.save_last(trainer)
 
     # -- pieces -----------------------------------------------------------------------------------------------------
 
-    def _close_window(self, module, step: int, progress_bar: bool = True) -> dict:
+    def _close_window(self, module, step: int) -> dict:
         """The average training perplexity of the batches since the last window closed."""
         mean = self.window_nll / self.window_tokens
         # a diverging run's mean loss can pass exp's range (~709 nats): its perplexity is then infinite, not an error
@@ -154,8 +156,7 @@ class TrainingMonitor(L.Callback):
             self.first_perplexity = self.last_perplexity
         if self.left_start_at is None and left_start(self.first_perplexity, self.last_perplexity):
             self.left_start_at = step
-        if progress_bar and self.progress_bar:  # Lightning allows self.log in batch hooks only
-            module.log("ppl", self.last_perplexity, prog_bar=True, logger=False)
+        self.shown["ppl"] = self.last_perplexity
         return {TRAIN_PERPLEXITY: self.last_perplexity}
 
     def restore_windows(self, step: int) -> None:
@@ -165,7 +166,7 @@ class TrainingMonitor(L.Callback):
             logged = logged_values(RunDir(self.run_dir).read_metrics(), TRAIN_PERPLEXITY)
             self.windows = [(batch, perplexity) for batch, perplexity in logged if batch <= step]
 
-    def _log(self, trainer: L.Trainer, metrics: dict, step: int) -> None:
+    def _log(self, trainer, metrics: dict, step: int) -> None:
         """``metrics`` to every logger; the wall-clock time to the dashboard and ``timings.csv`` only, so that two
         runs of one config write the same ``metrics.csv``, byte for byte."""
         if not metrics:
@@ -177,7 +178,7 @@ class TrainingMonitor(L.Callback):
             logger.log_metrics({**metrics, **extra}, step=step)
             logger.save()
 
-    def _evaluate(self, trainer: L.Trainer, module, step: int, progress_bar: bool = True) -> dict:
+    def _evaluate(self, trainer, module, step: int) -> dict:
         t = module.config.training
         vocab: JointVocabulary = module.vocab
         fresh = fresh_training_pairs(module.task, t.seed, step, t.eval_size)
@@ -185,9 +186,7 @@ class TrainingMonitor(L.Callback):
         test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
         metrics = {TRAIN_COARSE: train.coarse, TRAIN_FINE: train.fine, TEST_COARSE: test.coarse,
                    TEST_FINE: test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
-        if progress_bar and self.progress_bar:
-            module.log("train_coarse", train.coarse, prog_bar=True, logger=False)
-            module.log("test_coarse", test.coarse, prog_bar=True, logger=False)
+        self.shown.update(train_coarse=train.coarse, test_coarse=test.coarse)
 
         self.last_eval_step = step
         score = (train.coarse, train.fine)
@@ -205,12 +204,12 @@ class TrainingMonitor(L.Callback):
             self._stop(trainer, "plateau")
         return metrics
 
-    def _stop(self, trainer: L.Trainer, reason: str) -> None:
+    def _stop(self, trainer, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
         trainer.should_stop = True
 
-    def save_last(self, trainer: L.Trainer) -> None:
+    def save_last(self, trainer) -> None:
         for logger in trainer.loggers:
             logger.save()
         RunDir(self.run_dir).write_timings(self.timings)

@@ -1,22 +1,19 @@
-"""Population training, first piece (issue 36): P deep-LSTM runs trained as one model, one step for all of them.
+"""P runs of one architecture stacked as one model, for a GPU: the models, their RMSProp, and the step captured once.
 
 On a GPU one run of these models is bound by kernel launches, not arithmetic; P runs whose parameters are stacked on
-a leading *population* dimension do P times the work with the same launches (``../shared/design/population.md``).
-This module holds the step itself, for the deep LSTMs, on any device, without graph capture yet:
+a leading *population* dimension do P times the work with the same launches (``docs/training.md``, "Populations").
 
-* :class:`PopulationLSTM`: the parameters of P :class:`~pipeline.models.deep_lstm.DeepLSTM` members of one
-  architecture and vocabulary, stacked as ``[P, ...]`` tensors, copied from the members as they were initialised.
-  ``nn.LSTM`` has no batched-over-members form (cuDNN has no vmap rule), so each layer is an explicit cell whose
-  gate products are batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o).
-* :func:`population_step`: what one training step of a single run does (``TransductionModule.training_step``, then
-  Lightning's gradient clipping and ``torch.optim.RMSprop``), per member: each member's mean loss over its own target
-  tokens, its gradient clipped by its own norm (``clip_grad_norm_`` over one member's slices, never across members),
-  and RMSProp with its own learning rate. Members may differ in seed, learning rate and task (tasks with one
-  vocabulary: the synthetic ones share theirs); each member's batches are its own stream's, padded to the longest.
+* :class:`PopulationLSTM` and :class:`PopulationMemoryLSTM`: the parameters of P members of one architecture and
+  vocabulary, stacked as ``[P, ...]`` tensors, copied from the members as they were initialised. ``nn.LSTM`` has no
+  batched-over-members form (cuDNN has no vmap rule), so each layer is an explicit cell whose gate products are
+  batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o).
+* :class:`PopulationRMSprop`: ``torch.optim.RMSprop`` with a learning rate per member.
+* :func:`population_step` and :class:`CapturedStep`: the stacked form of the training step
+  (:func:`pipeline.training.step.update`), eager or replayed as a CUDA graph. Members may differ in seed, learning rate
+  and task (tasks with one vocabulary); each member's batches are its own stream's, padded to the longest.
 
 ``tests/test_population.py`` checks in float64 that every member after 50 steps equals the same run trained alone
-(loss, every parameter, RMSProp's state, to 1e-9). Still to come (issue 36): the memory models, a member per run
-folder with its checkpoints and logs, CUDA-graph capture, sweeps that pack runs into populations, the bench.
+(loss, every parameter, RMSProp's state, to 1e-9), in both clip modes. ``pipeline.training.engine`` trains with it.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from torch import Tensor, nn
 from pipeline.data.encoding import IGNORE_INDEX, Batch
 from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.models.memory_lstm import MemoryLSTM
+from pipeline.training.step import update
 
 
 class Population(nn.Module):
@@ -220,50 +218,23 @@ class PopulationRMSprop:
             p.grad = None
 
 
-@torch.no_grad()
-def clip_per_member(params: list[Tensor], max_norm: float) -> Tensor:
-    """``clip_grad_norm_`` (Lightning's "norm" clipping, the single run's) applied to each member on its own: the
-    2-norm over one member's slices of every gradient, each member's slices scaled by min(1, max_norm / (norm +
-    1e-6)). Returns the norms before clipping (P,)."""
-    grads = [p.grad for p in params if p.grad is not None]
-    norms = torch.stack([g.reshape(g.shape[0], -1).norm(dim=1) for g in grads]).norm(dim=0)  # (P,)
-    scale = torch.clamp(max_norm / (norms + 1e-6), max=1.0)
-    for g in grads:
-        g.mul_(scale.to(g.dtype).reshape(-1, *([1] * (g.dim() - 1))))
-    return norms
-
-
-def population_step(model: Population, optimizer: PopulationRMSprop, batches: list[Batch],
-                    clip: float, length: int | None = None) -> tuple[Tensor, Tensor]:
-    """One training step of every member on its own batch. Returns each member's summed negative log-likelihood of
-    its target tokens and their number, both (P,): nll / tokens is its loss, what its single run's ``training_step``
-    returns, and the two are what the run's perplexity window adds up (``TrainingMonitor``). ``length``: pad every
-    step to it (static shapes, see :func:`stack_batches`)."""
+def population_step(model: Population, optimizer: PopulationRMSprop, batches: list[Batch], clip: float,
+                    clip_mode: str = "norm", length: int | None = None) -> tuple[Tensor, Tensor]:
+    """One training step of every member on its own batch (:func:`~pipeline.training.step.update`). Returns each
+    member's summed negative log-likelihood of its target tokens and their number, both (P,): nll / tokens is its
+    loss, and the two are what the run's perplexity window adds up (``TrainingMonitor``). ``length``: pad every step
+    to it (static shapes, see :func:`stack_batches`)."""
     device = optimizer.params[0].device
     inputs, targets, lengths = (x.to(device) for x in stack_batches(batches, length))
     tokens = torch.stack([b.target_lengths.sum() for b in batches]).to(device)
     optimizer.zero_grad()
-    return update(model, optimizer, inputs, targets, lengths, tokens, clip), tokens
-
-
-def update(model: Population, optimizer: PopulationRMSprop, inputs: Tensor, targets: Tensor, lengths: Tensor,
-           tokens: Tensor, clip: float) -> Tensor:
-    """Forward, backward, per-member clipping and RMSProp on stacked batches (:func:`stack_batches`) with each
-    member's target-token count ``tokens`` (P,); the gradients must be cleared. Returns the summed NLLs (P,)."""
-    logits = model(inputs, lengths)
-    nll = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none")
-    nll = nll.reshape(targets.shape).sum(dim=(1, 2))  # (P,)
-    losses = nll / tokens.to(nll.dtype)
-    losses.sum().backward()  # a sum over members: no member's gradient is scaled by another's
-    clip_per_member(optimizer.params, clip)
-    optimizer.step()
-    return nll.detach()
+    return update(model, optimizer, inputs, targets, lengths, tokens, clip, clip_mode), tokens
 
 
 class CapturedStep:
     """:func:`population_step` at static shapes, captured once as a CUDA graph and replayed: PyTorch's "whole-network
     capture" (CUDA semantics notes). A step is then one launch instead of thousands, which is what makes a population
-    pay on a GPU (``../shared/design/population.md``: ~8x at P=1 in a prototype).
+    pay on a GPU (~8x at P=1 in a prototype, ``docs/training.md``).
 
     The batches are copied into static input tensors; the graph's forward, backward, per-member clipping and RMSProp
     read those and write the parameters, the RMSProp state and the per-member NLLs in place. No value comes to the
@@ -274,8 +245,8 @@ class CapturedStep:
     WARMUP_STEPS = 3
 
     def __init__(self, model: Population, optimizer: PopulationRMSprop, clip: float, batch_size: int,
-                 length: int) -> None:
-        self.model, self.optimizer, self.clip, self.length = model, optimizer, clip, length
+                 length: int, clip_mode: str = "norm") -> None:
+        self.model, self.optimizer, self.clip, self.clip_mode, self.length = model, optimizer, clip, clip_mode, length
         device = optimizer.params[0].device
         P = len(optimizer.lr)
         self.inputs = torch.zeros(P, batch_size, length, dtype=torch.long, device=device)
@@ -303,7 +274,8 @@ class CapturedStep:
                 t.copy_(value)
 
     def _update(self) -> Tensor:
-        return update(self.model, self.optimizer, self.inputs, self.targets, self.lengths, self.tokens, self.clip)
+        return update(self.model, self.optimizer, self.inputs, self.targets, self.lengths, self.tokens, self.clip,
+                      self.clip_mode)
 
     def __call__(self, batches: list[Batch]) -> tuple[Tensor, Tensor]:
         """One step of every member on its own batch: what :func:`population_step` returns."""

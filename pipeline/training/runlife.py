@@ -1,0 +1,211 @@
+"""A run's life, decided in one place: claimed, locked, admitted (fresh, resumed, extended, reopened, restarted or
+already answered), and refused in one line, before anything in its folder changes, when it cannot go on.
+
+The folder itself (its files, their names, their damage) is :class:`pipeline.rundir.RunDir`'s; training it is
+:mod:`pipeline.training.engine`'s. A single run and every member of a population pass through :func:`admit`.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import torch
+
+from pipeline.config import ConfigError, RunConfig, stored_run_config
+from pipeline.files import atomic_write_text
+from pipeline.provenance import git_commit
+from pipeline.rundir import DamagedRun, RunDir, results_cover, stop_reason
+from pipeline.runlock import claim_owner, lock_owner, run_lock
+
+
+class RunBusy(ConfigError):
+    """The run directory's lock is held by another process (a ``transduce train`` or a sweep worker)."""
+
+
+@contextmanager
+def holding(run_dirs: list[Path], locked: bool = False):
+    """Hold every run's lock (:mod:`pipeline.runlock`) for the duration, all taken before any trains; raises
+    :class:`RunBusy` when another process holds one. ``locked``: the caller (a sweep worker) holds them already."""
+    with ExitStack() as locks:
+        if not locked:
+            for run_dir in run_dirs:
+                lock = locks.enter_context(run_lock(run_dir))
+                if not lock:
+                    owner = lock_owner(run_dir)
+                    raise RunBusy(f"{run_dir} is being trained by another process{f' ({owner})' if owner else ''}; "
+                                  "wait for it to end, or stop it first")
+                claim_owner(lock)
+        yield
+
+
+def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
+    """Create ``run_dir`` for ``config``, or check that it already belongs to this config. A config that differs
+    from the stored one only in ``training.max_batches`` (and tracking) is the same run with another budget: the
+    stored config is updated. Returns "new", "same" or "budget changed"."""
+    folder = RunDir(run_dir)
+    if folder.config_file.exists():
+        existing = folder.read_config()
+        if existing.identity() != config.identity():
+            raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
+                              f"use another directory for {config.run_id()}")
+        if existing.training.max_batches == config.training.max_batches:
+            return "same"
+        folder.write_config(config)
+        return "budget changed"
+    folder.write_config(config)
+    return "new"
+
+
+def continuation(stored: dict, config: RunConfig, reopen: bool) -> str | None:
+    """How a finished run with results ``stored`` goes on under ``config``: "reopen" (it stopped early and ``reopen``
+    asks it to go on to a larger budget), "extend" (its budget was raised since) or None (its results answer)."""
+    if reopen and stop_reason(stored) != "budget" and stored["batches"] < config.training.max_batches:
+        return "reopen"
+    return None if results_cover(stored, config) else "extend"
+
+
+def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: bool) -> None:
+    """Everything that would refuse to continue a finished run, checked before anything in its folder changes (its
+    config's budget, its results' name): stored results that belong to another config (its config.yaml edited
+    since), and a run to be extended or reopened that has no readable ``last.ckpt`` (an archived run keeps none).
+    Refused with one line; the folder is left exactly as it was."""
+    folder = RunDir(run_dir)
+    if restart:
+        return
+    if not folder.results_file.exists():  # an interrupted run resumes from last.ckpt: it must be this run's own
+        # (a folder of another config altogether is claim_run_directory's to refuse, naming that config)
+        ours = not folder.config_file.exists() or folder.read_config().identity() == config.identity()
+        if ours and folder.last_checkpoint.exists():
+            read_checkpoint(folder.last_checkpoint, run_dir, config)
+        return
+    stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
+    if stored is None:
+        return
+    if continuation(stored, config, reopen) is None:
+        return
+    last = folder.last_checkpoint
+    if not last.exists():
+        raise ConfigError(f"{run_dir} finished at {stored['batches']:,} batches and has no checkpoints/last.ckpt (an "
+                          "archived run keeps none), so it cannot be continued to "
+                          f"{config.training.max_batches:,}; nothing was changed. `--restart` trains it again from "
+                          "batch 0 to the new budget")
+    checkpoint = read_checkpoint(last, run_dir)  # a damaged one is named, before anything changes
+    try:
+        trained = stored_run_config(checkpoint.get("hyper_parameters") or {}).identity()
+    except ConfigError:  # a checkpoint from before a config key existed: nothing to compare with
+        return
+    if trained != config.identity():
+        raise ConfigError(f"{last} was trained with another config than {run_dir}'s config.yaml (edited after it "
+                          "trained?); put the config back, or train the new one in another directory")
+
+
+def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool = False) -> bool:
+    """Make ``run_dir`` ready to train ``config`` (the caller holds its lock), or refuse in one line with the folder
+    left as it was: a folder of another config, results of another config, a run that cannot continue, a lost or
+    unreadable ``last.ckpt``. ``restart`` clears the folder first (training again from batch 0); ``reopen``
+    continues a run that stopped early. A finished run whose budget was raised keeps its results as
+    ``results.<batches>.json``. False when the run's results already answer its config (nothing to train)."""
+    check_continuable(config, run_dir, restart, reopen)
+    claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
+    folder = RunDir(run_dir)
+    if restart:
+        folder.clear()
+    stored = folder.read_results()
+    if stored is not None:
+        how = continuation(stored, config, reopen)
+        if how is None:
+            return False
+        if how == "reopen":
+            reopen_run(run_dir)
+        else:
+            folder.archive_results()  # extended: keep what it reported
+    if folder.last_checkpoint.exists():
+        read_checkpoint(folder.last_checkpoint, run_dir, config)  # damaged or another run's: named now
+    else:
+        refuse_lost_progress(run_dir, config.training.checkpoint_every)
+    return True
+
+
+def read_checkpoint(path: Path, run_dir: Path, config: RunConfig | None = None) -> dict:
+    """A checkpoint's contents; one that does not load (cut short by a kill, overwritten) is a :class:`DamagedRun`
+    naming the file, instead of a pickling traceback. With ``config``, one that belongs to another run (another
+    architecture, sizes, task, rate or seed: the config it was trained with, which every checkpoint stores) is
+    refused too, in one line, before anything reads it into a model or changes the run folder."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(checkpoint, dict) or "global_step" not in checkpoint or "state_dict" not in checkpoint:
+            raise ValueError("not a Lightning checkpoint")
+    except Exception as error:  # EOFError, UnpicklingError, RuntimeError (zip), ValueError: all mean unusable
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        raise DamagedRun(f"{path}: not a readable checkpoint ({type(error).__name__}: {first}); "
+                         f"`transduce train --restart --run-dir {run_dir}` trains the run again from batch 0") from None
+    if config is not None:
+        check_checkpoint_run(checkpoint, config, path, run_dir)
+    return checkpoint
+
+
+def check_checkpoint_run(checkpoint: dict, config: RunConfig, path: Path, run_dir: Path) -> None:
+    """Refuse a checkpoint trained with another config than ``config`` (:class:`DamagedRun`, one line). A checkpoint
+    from before a config key existed is compared on the keys it has."""
+    try:
+        trained = stored_run_config(checkpoint.get("hyper_parameters") or {})
+    except ConfigError:  # a checkpoint from before a config key existed: nothing to compare with
+        return
+    if trained.identity() != config.resolved().identity():
+        raise DamagedRun(f"{path} is a checkpoint of another run ({trained.run_id()}), not of {config.run_id()} "
+                         f"whose folder it is in; nothing was changed: remove it to train {run_dir.name} again from "
+                         "batch 0 (`transduce train --restart`), or put that run's own checkpoint back")
+
+
+def reopen_run(run_dir: Path) -> None:
+    """Continue a run that stopped early (pruned, converged, plateau) from its last checkpoint: its results are
+    archived and its checkpointed stop is lifted when it resumes."""
+    atomic_write_text(RunDir(run_dir).reopen_marker, "")
+    RunDir(run_dir).archive_results()
+
+
+def refuse_lost_progress(run_dir: Path, checkpoint_every: int) -> None:
+    """A run that logged batches but has no ``last.ckpt`` would silently start over: say so and stop. Unless it
+    stopped before its first checkpoint was due: then starting again from batch 0 loses what any interruption between
+    two checkpoints loses (a sweep stopped in its first minutes left such runs failed, where they are interrupted),
+    or when its first checkpoint could not be written (a full disk: its log reaches that batch, the checkpoint not)."""
+    steps = [int(row["step"]) for row in RunDir(run_dir).read_metrics()]
+    if steps and max(steps) <= checkpoint_every:
+        RunDir(run_dir).clear()
+    elif steps:
+        raise ConfigError(f"{run_dir} has logged {max(steps)} batches (metrics.csv) but its checkpoint "
+                          f"checkpoints/last.ckpt is missing, so it cannot resume; to train it again from batch 0 "
+                          f"(replacing its log), pass --restart (train(..., restart=True))")
+
+
+def lost_its_checkpoint(run_dir: Path, config) -> bool:
+    """A run whose results stop short of its budget now (a rung of successive halving, a raised budget), or that was
+    reopened past such results and stopped, and whose ``last.ckpt`` is gone (archived without it:
+    ``pipeline.runs.UNFINISHED_MIN_SECONDS``; trained on a machine that kept it) is trained again from batch 0: one
+    seed and one data stream give the same run, so only the minutes are lost."""
+    folder = RunDir(run_dir)
+    if folder.last_checkpoint.exists():
+        return False
+    try:
+        results = folder.read_results()
+    except Exception:  # damaged: RunDir.check names it when training begins
+        return False
+    if results is None:  # reopened past earlier results (a rung it won), then stopped where no checkpoint was kept
+        earlier = folder.latest_earlier_results_file()
+        if earlier is None:
+            return False
+        where = f"it was reopened after {earlier.name}"
+    elif results_cover(results, config):
+        return False
+    else:
+        where = f"its results stop at {results['batches']:,} batches"
+    print(f"{run_dir}: {where} and its checkpoint was not kept; training it again from batch 0 to "
+          f"{config.training.max_batches:,} (the same seed and data: the same run)", flush=True)
+    return True
+
+
+def record_commit(run_dir: Path) -> list[str]:
+    """Append the checked-out commit to ``commits.txt`` when it differs from the last one there (a run resumed under
+    other code), and return all of them: the code that trained this run."""
+    return RunDir(run_dir).record_commit(git_commit())
