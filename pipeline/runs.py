@@ -88,12 +88,11 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None, tasks
 # LSTMs of issue 34) still ends. Once it is finished it moves to ``finished_runs/`` and its checkpoints are dropped.
 UNFINISHED = "unfinished_runs"
 RESUME_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt")
-# An unfinished run is kept with its checkpoints (megabytes, committed with the archive) only once it holds this much
-# training; a shorter one is trained again from batch 0 where it was lost, which gives the same run (one seed, one
-# data stream: the same log) on a machine whose torch dispatches to the same CPU kernels, at the cost of those minutes
-# (pipeline.sweep.worker). On another kind of CPU (AVX-512 against AVX2) the floats differ from the first batch and
-# the retrained run is another draw of the same settings (docs/training.md, "The plateau rule").
-UNFINISHED_MIN_SECONDS = 1800
+# An unfinished run is kept with its checkpoints (megabytes, committed with the archive) however short its stint: a
+# later machine continues it. Lost anyway (trained where nothing was archived), it is trained again from batch 0, which
+# gives the same run (one seed, one data stream: the same log) on a machine whose torch dispatches to the same CPU
+# kernels (pipeline.sweep.worker); on another kind of CPU (AVX-512 against AVX2) the floats differ from the first batch
+# and the retrained run is another draw of the same settings (docs/training.md, "The plateau rule").
 
 
 def unfinished_folder(finished: Path) -> Path:
@@ -204,8 +203,8 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None,
 def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> tuple[list[str],
                                                                                                       list[str]]:
     """Copy every interrupted run of ``profile`` (it trained, stopped short of its budget, and no process holds it)
-    that holds at least :data:`UNFINISHED_MIN_SECONDS` of training to ``dest/<run id>/`` with its checkpoints, so that
-    it can resume elsewhere; and drop the copy of a run that is done since (it is in the finished archive now). A
+    that has a checkpoint to resume from, however short its stint, to ``dest/<run id>/`` with its checkpoints, so
+    that it resumes elsewhere; and drop the copy of a run that is done since (it is in the finished archive now). A
     running run is left for its next archive: stop the sweep first (its runs checkpoint as they stop). Returns (ids
     kept, ids dropped)."""
     from pipeline.sweep import load_sweep, sweep_root
@@ -218,8 +217,7 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
         run_dir, copy = root / run.run_id(), dest / run.run_id()
         state = run_state(run_dir, run)
         folder = RunDir(run_dir)
-        if (state == "interrupted" and folder.metrics_file.is_file()
-                and folder.seconds_trained() >= UNFINISHED_MIN_SECONDS):
+        if state == "interrupted" and folder.last_checkpoint.is_file():
             _copy_run(run_dir, dest, RESUME_FILES)
             kept.append(run_dir.name)
         elif state in DONE and copy.exists():

@@ -191,17 +191,15 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
         "traces/reversal_stack.png") == 1
 
 
-def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path, monkeypatch):
+def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path):
     """A run longer than one machine's stint (issue 34's 200,000-batch LSTMs): archived while unfinished it keeps its
     checkpoints, in unfinished_runs/ beside finished_runs/; restored on a machine that never held it, the sweep
     resumes it, and it ends exactly as a twin trained without a break. Once finished, its unfinished copy (and the
     checkpoints) leave the archive."""
     from typer.testing import CliRunner
 
-    from pipeline import runs as archive
     from pipeline.cli import app
 
-    monkeypatch.setattr(archive, "UNFINISHED_MIN_SECONDS", 0)  # a run of seconds stands in for one of hours
     short, long = profile(tmp_path, name="stint", models=("lstm1",), max_batches=10), tmp_path / "long" / "stint.yaml"
     long.parent.mkdir()
     data = yaml.safe_load(short.read_text())
@@ -250,23 +248,25 @@ def rung_profiles(tmp_path, population=None):
     return short, long
 
 
-def test_a_short_unfinished_run_is_archived_without_checkpoints_and_trained_again_from_zero(tmp_path):
-    """Below pipeline.runs.UNFINISHED_MIN_SECONDS of training an unfinished run's checkpoints stay out of the archive
-    (megabytes to save minutes); restored, its results stop short of its budget and it has no checkpoint, so the
-    sweep trains it again from batch 0, which gives the run its twin trained straight through: the same log."""
+def test_a_short_stints_unfinished_run_keeps_its_checkpoints_and_a_later_machine_continues_it(tmp_path):
+    """However short the stint (here seconds), an unfinished run is archived with its checkpoints: restored on a
+    fresh machine (the unfinished archive first, then the finished one, as the docs say), the sweep resumes it from
+    batch 10 rather than training it again from batch 0, and it ends with its twin's log, byte for byte."""
     from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs
 
     short, long = rung_profiles(tmp_path)
     runs, fresh, twin, finished = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin", tmp_path / "finished_runs"
     run_local(load_sweep(short), runs, echo=lambda _: None)
-    assert archive_runs(short, finished, runs)  # finished at its rung of 10
-    assert archive_unfinished_runs(long, tmp_path / "unfinished_runs", runs) == ([], [])  # too short to keep
     (run,) = load_sweep(long).runs()
-    assert restore_runs(long, finished, fresh) == [run.run_id()]
+    assert archive_runs(short, finished, runs)  # finished at its rung of 10
+    assert archive_unfinished_runs(long, tmp_path / "unfinished_runs", runs) == ([run.run_id()], [])
+    assert (tmp_path / "unfinished_runs" / run.run_id() / "checkpoints" / "last.ckpt").is_file()
+    assert restore_runs(long, tmp_path / "unfinished_runs", fresh, unfinished=True) == [run.run_id()]
+    restore_runs(long, finished, fresh)
     assert [s.state for s in run_local(load_sweep(long), fresh, echo=lambda _: None)] == ["finished"]
     run_local(load_sweep(long), twin, echo=lambda _: None)
     assert (fresh / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
-    assert "training it again from batch 0" in (fresh / run.run_id() / "train.log").read_text()
+    assert "again from batch 0" not in (fresh / run.run_id() / "train.log").read_text()
 
 
 @pytest.mark.parametrize("population", [None, 2])

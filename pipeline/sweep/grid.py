@@ -96,7 +96,7 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
     machines, its deep LSTMs on a GPU say)."""
     from pipeline.data.cache import generate_eval_sets
     from pipeline.reports.stops import rejudged_stop
-    from pipeline.training.run import claim_run_directory, reopen_run
+    from pipeline.training.runlife import claim_run_directory, reopen_run
 
     check_only(sweep, only)
     check_committed()  # before any folder is written: the workers would refuse each run

@@ -37,7 +37,8 @@ def record_failure(run_dir: Path, error: Exception) -> None:
 
 def run_one(run_dir: str | Path) -> str:
     """Train (or resume) the run in ``run_dir`` from its ``config.yaml``. Returns its state afterwards."""
-    from pipeline.training.run import RunStopped, lost_its_checkpoint, train
+    from pipeline.training.run import RunStopped, train
+    from pipeline.training.runlife import lost_its_checkpoint
 
     run_dir = Path(run_dir)
     with run_lock(run_dir, patience=5.0) as lock:

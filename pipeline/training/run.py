@@ -31,20 +31,11 @@ from pipeline.rundir import RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.engine import EVAL_SPLITS, PopulationModule, RunStopped, fit
 from pipeline.training.module import TransductionModule
-from pipeline.training.runlife import (
-    RunBusy,
-    admit,
-    claim_run_directory,
-    holding,
-    lost_its_checkpoint,
-    read_checkpoint,
-    reopen_run,
-)
+from pipeline.training.runlife import RunBusy, admit, holding, lost_its_checkpoint, read_checkpoint
 
-# what callers import from here: the entry points, and what they catch or decide with
-__all__ = ["EVAL_SPLITS", "RunBusy", "RunStopped", "claim_run_directory", "evaluate_run", "load_run",
-           "lost_its_checkpoint", "measure_far_lengths", "population_key", "reopen_run", "run_directory", "train",
-           "train_population"]
+# what callers import from here: the entry points, and what they catch
+__all__ = ["EVAL_SPLITS", "RunBusy", "RunStopped", "evaluate_run", "load_run", "measure_far_lengths",
+           "population_key", "run_directory", "train", "train_population"]
 
 # What every member of one population shares: the architecture (its parameters' shapes) and the step's arithmetic.
 # Task, seed, learning rate, budget, schedules and stopping rules are each member's own.

@@ -181,9 +181,9 @@ def refuse_lost_progress(run_dir: Path, checkpoint_every: int) -> None:
 
 def lost_its_checkpoint(run_dir: Path, config) -> bool:
     """A run whose results stop short of its budget now (a rung of successive halving, a raised budget), or that was
-    reopened past such results and stopped, and whose ``last.ckpt`` is gone (archived without it:
-    ``pipeline.runs.UNFINISHED_MIN_SECONDS``; trained on a machine that kept it) is trained again from batch 0: one
-    seed and one data stream give the same run, so only the minutes are lost."""
+    reopened past such results and stopped, and whose ``last.ckpt`` is gone (trained on a machine whose folder was not
+    archived, or archived before unfinished runs kept their checkpoints) is trained again from batch 0: one seed and
+    one data stream give the same run, so only the minutes are lost."""
     folder = RunDir(run_dir)
     if folder.last_checkpoint.exists():
         return False
