@@ -91,11 +91,10 @@ def results_cover(results: dict, config) -> bool:
 
 
 def stop_reason(results: dict) -> str:
-    """Why a finished run stopped (see pipeline.training.stopping); results written before stop reasons existed
-    say only whether they stopped early, which then meant converged."""
-    if "stop_reason" in results:
-        return results["stop_reason"]
-    return "converged" if results.get("stopped_early") else "budget"
+    """Why a finished run stopped (see pipeline.training.stopping), in results of any schema."""
+    from pipeline.training.results import upgraded_results
+
+    return upgraded_results(results)["stop_reason"]
 
 
 def results_mismatch(results: dict, config: RunConfig) -> str:
@@ -263,8 +262,13 @@ class RunDir:
             raise ConfigError(f"{self.config_file}: {error}") from None
 
     def read_results(self) -> dict | None:
-        """``results.json`` (None before the run has finished); :class:`DamagedRun` if it does not parse."""
-        return _read_json(self.results_file, required=("batches", "train_perplexity", "train_coarse", "test_coarse"))
+        """``results.json`` in the current schema (None before the run has finished); :class:`DamagedRun` if it does
+        not parse."""
+        from pipeline.training.results import upgraded_results
+
+        results = _read_json(self.results_file, required=("batches", "train_perplexity", "train_coarse",
+                                                          "test_coarse"))
+        return None if results is None else upgraded_results(results)
 
     def read_accuracy_by_length(self, split: str) -> list[tuple[int, int, float]]:
         """(source length, sequences, coarse accuracy) of ``split`` from ``accuracy_by_length.csv``, by length;

@@ -37,3 +37,20 @@ def test_a_run_checkpointed_by_the_engine_before_it_goes_on_to_the_same_bytes(tm
     results = train(golden_config("stack-reversal-norm"), tmp_path / "run", progress=False)
     assert results["batches"] == 60 and (tmp_path / "run" / "results.40.json").is_file()
     assert (tmp_path / "run" / "metrics.csv").read_text() == (GOLDEN_DIR / "stack-reversal-norm.csv").read_text()
+
+
+def test_results_carry_their_schema_and_an_older_layout_is_read_through_one_upgrade(tmp_path):
+    """A run's results.json names its schema; one from before (no "schema", the oldest without stop_reason and
+    plateau_rule) is read as the current layout by RunDir.read_results, converged where it said stopped_early."""
+    import json
+
+    from pipeline.rundir import RunDir, stop_reason
+    from pipeline.training.results import RESULTS_SCHEMA, upgraded_results
+
+    results = train(golden_config("stack-reversal-norm", max_batches=20), tmp_path / "run", progress=False)
+    assert results["schema"] == RESULTS_SCHEMA == 2 and upgraded_results(results) is results
+    old = {k: v for k, v in results.items() if k not in ("schema", "stop_reason", "plateau_rule", "commit")}
+    (tmp_path / "run" / "results.json").write_text(json.dumps({**old, "stopped_early": True}))
+    read = RunDir(tmp_path / "run").read_results()
+    assert (read["schema"], read["stop_reason"], read["plateau_rule"], read["commit"]) == (2, "converged", 1, "")
+    assert stop_reason({**old, "stopped_early": False}) == "budget"

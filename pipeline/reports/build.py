@@ -54,6 +54,7 @@ from pipeline.training.results import (
     TRAIN_PERPLEXITY,
     logged_rows,
     logged_values,
+    upgraded_results,
 )
 
 _FALLBACK_COLORS = ("#7f7f7f", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
@@ -531,7 +532,7 @@ def experiments_beside(experiments_dir: Path) -> dict[tuple[str, str], list[tupl
     run of its profile from that run's cell (:func:`continuing_experiments`)."""
     found: dict[tuple[str, str], list[tuple[Path, dict]]] = {}
     for path in sorted(Path(experiments_dir).glob("*/results.json")):
-        results = json.loads(path.read_text())
+        results = upgraded_results(json.loads(path.read_text()))
         found.setdefault((results["task"], results["model"]), []).append((path.parent, results))
     return found
 

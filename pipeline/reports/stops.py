@@ -66,7 +66,7 @@ def rejudged_stop(run_dir: Path) -> bool:
     changes no verdict); one judged by the rule in force already (its results record ``plateau_rule``), or stopped
     for another reason, is left as it is."""
     results = RunDir(run_dir).read_results()
-    if results is None or stop_reason(results) != "plateau" or results.get("plateau_rule", 1) >= PLATEAU_RULE:
+    if results is None or stop_reason(results) != "plateau" or results["plateau_rule"] >= PLATEAU_RULE:
         return False
     return replay(run_dir).stop is None
 

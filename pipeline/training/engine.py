@@ -58,6 +58,7 @@ from pipeline.training.population import (
     PopulationRMSprop,
     population_step,
 )
+from pipeline.training.results import RESULTS_SCHEMA
 from pipeline.training.runlife import read_checkpoint, record_commit
 from pipeline.training.step import make_optimizer, take_step
 from pipeline.training.stopping import PLATEAU_RULE
@@ -214,6 +215,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
 
         write_far_lengths(run_dir, far_rows(module, config.training.far_eval_size, batches))
     return {
+        "schema": RESULTS_SCHEMA,
         "run_id": config.run_id(),
         "task": config.task,
         "model": config.model.name,

@@ -1,7 +1,8 @@
 """P runs of one architecture stacked as one model, for a GPU: the models, their RMSProp, and the step captured once.
 
 On a GPU one run of these models is bound by kernel launches, not arithmetic; P runs whose parameters are stacked on
-a leading *population* dimension do P times the work with the same launches (``docs/training.md``, "Population training").
+a leading *population* dimension do P times the work with the same launches (``docs/training.md``, "Population
+training").
 
 * :class:`PopulationLSTM` and :class:`PopulationMemoryLSTM`: the parameters of P members of one architecture and
   vocabulary, stacked as ``[P, ...]`` tensors, copied from the members as they were initialised. ``nn.LSTM`` has no

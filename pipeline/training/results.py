@@ -4,6 +4,10 @@ that a status probe can read it without importing torch). What its ``results.jso
 
 from __future__ import annotations
 
+# results.json's layout, recorded in it as "schema" (version 1: every results.json written before it was recorded).
+# Whatever reads one reads it through upgraded_results, the one place an older layout is made the current one.
+RESULTS_SCHEMA = 2
+
 LEARNED_COARSE = 0.99  # the training coarse accuracy at which a run counts as having learned its task
 
 # The logged metrics' names (metrics.csv columns, W&B keys): the monitor writes them, the reports, the stopping
@@ -30,3 +34,18 @@ def last_logged(rows: list[dict], column: str) -> float:
     """The last value logged in ``column``; NaN if none."""
     values = logged_values(rows, column)
     return values[-1][1] if values else float("nan")
+
+
+def upgraded_results(results: dict) -> dict:
+    """A run's results of any schema, in the current one. Version 1 (before "schema" was recorded) lacked, in its
+    oldest runs, ``stop_reason`` (they said only ``stopped_early``, which then meant converged) and ``plateau_rule``
+    (the rule's first version judged them), and in some ``commit``."""
+    version = results.get("schema", 1)
+    if version >= RESULTS_SCHEMA:
+        return results
+    out = dict(results)
+    out.setdefault("stop_reason", "converged" if out.get("stopped_early") else "budget")
+    out.setdefault("plateau_rule", 1)
+    out.setdefault("commit", "")
+    out["schema"] = RESULTS_SCHEMA
+    return out
