@@ -67,8 +67,8 @@ class ModelConfig:
     target_inputs: Literal["separate", "shared"] = "separate"
     # The order the source is read in: "forward", the paper's; "reversed", Sutskever et al. (2014)'s trick for
     # sequence-to-sequence LSTMs (short dependencies between a source's start and its target's start). A baseline
-    # screen's option (docs/training.md): it changes what a task asks (reversal read reversed is copy), so never a
-    # default.
+    # screen's option (reports/cpu/study-log.md): it changes what a task asks (reversal read reversed is copy), so
+    # never a default.
     source_order: Literal["forward", "reversed"] = "forward"
     # The initial bias of every LSTM forget gate (each layer of a deep LSTM, a memory model's controller): null keeps
     # PyTorch's initialisation (about 0); 1 is Jozefowicz et al. (2015)'s remedy for gradients that vanish early.
