@@ -185,3 +185,52 @@ def test_the_captured_steps_bookkeeping_equals_the_step_off_a_gpu(model):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
     for mine, theirs in zip(twin.ordered_parameters(), population.ordered_parameters()):
         torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("model", [2, "stack"])
+def test_a_population_scored_in_one_stacked_pass_scores_each_member_as_its_own_model_would(model, monkeypatch):
+    """evaluate_population (a batched population's evaluations, one stacked pass per chunk) gives every member the
+    logits and correct prefixes that evaluate gives the member's own model, in float64: three members that differ in
+    task, seed and learning rate, each on its own 60 sequences of lengths 1-64 (two chunks, each member's in its own
+    length order); and a population scored on sets of different sizes is refused."""
+    import numpy as np
+
+    import pipeline.evaluation
+    from pipeline.evaluation import evaluate
+    from pipeline.training.population import evaluate_population
+
+    seen = []  # the logits every chunk is scored on, in the order scored
+    score = pipeline.evaluation.correct_prefix_from_logits
+
+    def recording(logits, batch):
+        seen.append(logits.clone())
+        return score(logits, batch)
+
+    monkeypatch.setattr(pipeline.evaluation, "correct_prefix_from_logits", recording)
+
+    configs = [member_config("copy", 3, 1e-3, model), member_config("reversal", 7, 5e-3, model),
+               member_config("bigram_flip", 11, 5e-4, model)]
+    singles = [single_run(c) for c in configs]
+    for (module, batches), config in zip(singles, configs):  # a few steps: weights off their initialisation
+        optimizer = torch.optim.RMSprop(module.parameters(), lr=config.training.lr)
+        for step in range(5):
+            batch = batches.batch(step)
+            logits = module.model(batch.inputs, batch.lengths)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=IGNORE_INDEX)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    pairs = [m.task.sample_batch(np.random.default_rng(k), "train", 60) for k, (m, _) in enumerate(singles)]
+    vocabs = [m.vocab for m, _ in singles]
+    together = evaluate_population(population, pairs, vocabs)
+    stacked, seen[:] = list(seen), []
+    for k, ((module, _), own, scores) in enumerate(zip(singles, pairs, together)):
+        alone = evaluate(module.model, own, module.vocab)
+        assert torch.equal(scores.correct_prefix, alone.correct_prefix)
+        assert (scores.coarse, scores.fine) == (alone.coarse, alone.fine)
+        for chunk, logits in enumerate(seen):  # member k's chunks, scored alone, against its rows of the stacked pass
+            torch.testing.assert_close(stacked[chunk * len(singles) + k], logits, rtol=1e-9, atol=1e-12)
+        seen.clear()
+    with pytest.raises(ValueError, match="as many pairs per member"):
+        evaluate_population(population, [pairs[0], pairs[1], pairs[2][:10]], vocabs)

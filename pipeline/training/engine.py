@@ -56,6 +56,7 @@ from pipeline.training.population import (
     PopulationLSTM,
     PopulationMemoryLSTM,
     PopulationRMSprop,
+    evaluate_population,
     population_step,
 )
 from pipeline.training.results import RESULTS_SCHEMA
@@ -432,10 +433,14 @@ class PopulationModule(L.LightningModule):
             member.step += 1
             if not torch.isfinite(nll[k]):
                 self.fail(member, FloatingPointError(f"training loss is {nll[k].item()} at batch {member.step}"))
+        if self.together is not None:
+            self.evaluate_together()
+        for k, member in enumerate(live):
+            if member.done and RunDir(member.run_dir).failed_file.exists():
                 continue
             try:
                 if self.together is not None and member.step % member.config.training.eval_every == 0:
-                    self.together.pull(member)  # the monitor evaluates the member's own module
+                    self.together.pull(member)  # its checkpoints and memory probe read the member's own module
                 member.monitor.on_train_batch_end(member, member.module, nll[k], tokens[k])
             except (ArithmeticError, ValueError, RuntimeError) as error:  # its window, its evaluation: its failure
                 self.fail(member, error, f" (at batch {member.step})", traceback.format_exc())
@@ -445,6 +450,23 @@ class PopulationModule(L.LightningModule):
         self.refill()
         if not self.live:
             self.trainer.should_stop = True
+
+    def evaluate_together(self) -> None:
+        """Where members of the stacked model are due an evaluation, score every member's evaluation sets in one
+        stacked pass (:func:`~pipeline.training.population.evaluate_population`) and hand the due members' scores to
+        their monitors; members whose sets differ in size are left to evaluate their own modules."""
+        members = self.together.members
+        if not any(m.step % m.config.training.eval_every == 0 for m in members):
+            return
+        sets = [m.monitor.evaluation_sets(m.module, m.step) for m in members]
+        if len({len(fresh) for fresh, _ in sets}) != 1 or len({len(test) for _, test in sets}) != 1:
+            return
+        vocabs = [m.module.vocab for m in members]
+        train = evaluate_population(self.together.model, [fresh for fresh, _ in sets], vocabs)
+        test = evaluate_population(self.together.model, [test for _, test in sets], vocabs)
+        for k, member in enumerate(members):
+            if member.step % member.config.training.eval_every == 0:
+                member.monitor.scored[member.step] = (train[k], test[k])
 
     def one_after_another(self, live: list[Member], batches: list) -> tuple[torch.Tensor, torch.Tensor]:
         """Each member's own step on its own batch (:func:`~pipeline.training.step.take_step`). Returns the summed

@@ -63,6 +63,7 @@ class TrainingMonitor:
         self.last_eval_step = -1
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self.shown: dict[str, float] = {}  # the latest perplexity and accuracies, for a progress bar to show
+        self.scored: dict = {}  # step -> (train, test) Scores of its evaluation, when the loop scored them already
         self._since = time.monotonic()
 
     @property
@@ -178,12 +179,18 @@ class TrainingMonitor:
             logger.log_metrics({**metrics, **extra}, step=step)
             logger.save()
 
+    def evaluation_sets(self, module, step: int) -> tuple[list[Pair], list[Pair]]:
+        """The sequences the evaluation at ``step`` scores: fresh training-length ones, and the cached test set's
+        first ``test_eval_size``."""
+        t = module.config.training
+        return fresh_training_pairs(module.task, t.seed, step, t.eval_size), self.test_pairs[: t.test_eval_size]
+
     def _evaluate(self, trainer, module, step: int) -> dict:
         t = module.config.training
         vocab: JointVocabulary = module.vocab
-        fresh = fresh_training_pairs(module.task, t.seed, step, t.eval_size)
-        train = evaluate(module.model, fresh, vocab)
-        test = evaluate(module.model, self.test_pairs[: t.test_eval_size], vocab)
+        fresh, test_pairs = self.evaluation_sets(module, step)
+        scored = self.scored.pop(step, None)  # scored already, with the other members of a batched population
+        train, test = scored or (evaluate(module.model, fresh, vocab), evaluate(module.model, test_pairs, vocab))
         metrics = {TRAIN_COARSE: train.coarse, TRAIN_FINE: train.fine, TEST_COARSE: test.coarse,
                    TEST_FINE: test.fine, **memory_usage(module.model, fresh[:MEMORY_PROBE_SIZE], vocab)}
         self.shown.update(train_coarse=train.coarse, test_coarse=test.coarse)

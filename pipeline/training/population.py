@@ -181,6 +181,36 @@ def stack_batches(batches: list[Batch], length: int | None = None) -> tuple[Tens
     return inputs, targets, torch.stack([b.lengths for b in batches])
 
 
+@torch.no_grad()
+def evaluate_population(model: Population, member_pairs: list[list], vocabs: list) -> list:
+    """Each member's :class:`~pipeline.evaluation.Scores` on its own ``member_pairs`` (as many for every member), in
+    one stacked teacher-forced pass per chunk of :data:`~pipeline.evaluation.EVAL_BATCH_SIZE`: what
+    :func:`~pipeline.evaluation.evaluate` gives each member's own model, with one launch sequence for all of them.
+    Each member's pairs are chunked in its own order of length, as ``evaluate`` chunks them."""
+    from pipeline.data.encoding import collate
+    from pipeline.evaluation import EVAL_BATCH_SIZE, Scores, correct_prefix_from_logits
+
+    sizes = {len(pairs) for pairs in member_pairs}
+    if len(sizes) != 1 or len(member_pairs) != model.size:
+        raise ValueError(f"a population of {model.size} is scored on as many pairs per member, got sizes {sizes}")
+    n = sizes.pop()
+    device = next(model.parameters()).device
+    orders = [sorted(range(n), key=lambda i: len(pairs[i].source) + len(pairs[i].target)) for pairs in member_pairs]
+    prefixes = [torch.empty(n, dtype=torch.long) for _ in member_pairs]
+    for start in range(0, n, EVAL_BATCH_SIZE):
+        chunks = [order[start : start + EVAL_BATCH_SIZE] for order in orders]
+        batches = [collate([pairs[i] for i in chunk], vocab)
+                   for pairs, chunk, vocab in zip(member_pairs, chunks, vocabs)]
+        inputs, _, lengths = stack_batches(batches)
+        logits = model(inputs.to(device), lengths.to(device))  # (P, B, L, V): each member's rows right-padded
+        for k, (batch, chunk) in enumerate(zip(batches, chunks)):
+            own = logits[k, :, : batch.inputs.shape[1]]
+            prefixes[k][chunk] = correct_prefix_from_logits(own, batch.to(device)).cpu()
+    return [Scores(correct_prefix=prefix, target_lengths=torch.tensor([len(p.target) + 1 for p in pairs]),
+                   source_lengths=torch.tensor([len(p.source) for p in pairs]))
+            for prefix, pairs in zip(prefixes, member_pairs)]
+
+
 class PopulationRMSprop:
     """``torch.optim.RMSprop`` (no momentum, not centred, no weight decay: the single run's) with a learning rate per
     member, ``lr`` (P,): square_avg = alpha·square_avg + (1 - alpha)·g², then p -= lr · g / (sqrt(square_avg) + eps)."""
