@@ -369,3 +369,15 @@ def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_membe
             else:
                 assert (run_dir / "metrics.csv").read_text() == (alone / "metrics.csv").read_text()
             assert result["batches"] == expected["batches"] == 60 and result["stop_reason"] == "budget"
+
+
+def test_a_member_that_failed_before_and_trains_again_ends_with_its_results(tmp_path):
+    """A run whose failed.json is an earlier attempt's (a sweep's --retry-failed trains it again) is judged by what
+    happens now: it trains to its budget and writes its results, in a population as alone."""
+    configs = [member("copy", 1, 1e-3, max_batches=40), member("copy", 2, 1e-3, max_batches=40)]
+    dirs = [tmp_path / "failed-before", tmp_path / "other"]
+    RunDir(dirs[0]).path.mkdir(parents=True)
+    RunDir(dirs[0]).write_failure({"error": "FloatingPointError: an earlier attempt", "traceback": ""})
+    results = train_population(configs, dirs)
+    assert [r["batches"] for r in results] == [40, 40]
+    assert RunDir(dirs[0]).results_file.is_file()

@@ -135,6 +135,7 @@ class Member:
     index: int = 0  # its place in the caller's list of runs
     loggers: list = dataclasses.field(default_factory=list)
     should_stop: bool = False
+    failed: bool = False  # its training failed here (its failed.json says why): it leaves without results
     engine: "PopulationModule | None" = None
     population: "BatchedPopulation | None" = None  # the stacked model it trains in, when batched
 
@@ -370,7 +371,7 @@ class PopulationModule(L.LightningModule):
         return None
 
     def leave(self, member: Member) -> None:
-        if not RunDir(member.run_dir).failed_file.exists():
+        if not member.failed:
             self.results[member.index] = finish_member(member, self.where, self.population_ids)
 
     def fail(self, member: Member, error: Exception, where: str = "", trace: str = "") -> None:
@@ -378,7 +379,7 @@ class PopulationModule(L.LightningModule):
         (``where``: at which batch) and the others go on without it."""
         if not self.isolate_failures:
             raise error
-        member.should_stop = True
+        member.should_stop = member.failed = True
         RunDir(member.run_dir).write_failure(failure_record(f"{type(error).__name__}: {error}{where}", trace))
 
     def refill(self) -> None:
@@ -436,7 +437,7 @@ class PopulationModule(L.LightningModule):
         if self.together is not None:
             self.evaluate_together()
         for k, member in enumerate(live):
-            if member.done and RunDir(member.run_dir).failed_file.exists():
+            if member.failed:
                 continue
             try:
                 if self.together is not None and member.step % member.config.training.eval_every == 0:
