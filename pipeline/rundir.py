@@ -82,6 +82,26 @@ class DamagedRun(ConfigError):
     """A run file that exists but cannot be read as what it should be; the message names it and what is wrong."""
 
 
+# results.json's layout, recorded in it as "schema" (version 1: every results.json written before it was recorded).
+# Whatever reads one reads it through upgraded_results, the one place an older layout is made the current one.
+RESULTS_SCHEMA = 2
+
+
+def upgraded_results(results: dict) -> dict:
+    """A run's results of any schema, in the current one. Version 1 (before "schema" was recorded) lacked, in its
+    oldest runs, ``stop_reason`` (they said only ``stopped_early``, which then meant converged) and ``plateau_rule``
+    (the rule's first version judged them), and in some ``commit``."""
+    version = results.get("schema", 1)
+    if version >= RESULTS_SCHEMA:
+        return results
+    out = dict(results)
+    out.setdefault("stop_reason", "converged" if out.get("stopped_early") else "budget")
+    out.setdefault("plateau_rule", 1)
+    out.setdefault("commit", "")
+    out["schema"] = RESULTS_SCHEMA
+    return out
+
+
 def results_cover(results: dict, config) -> bool:
     """Whether stored results answer ``config`` (a RunConfig, or None for "any budget"): the run trained the whole
     budget, or stopped early (converged). A budget raised since means the run is to be extended."""
@@ -92,8 +112,6 @@ def results_cover(results: dict, config) -> bool:
 
 def stop_reason(results: dict) -> str:
     """Why a finished run stopped (see pipeline.training.stopping), in results of any schema."""
-    from pipeline.training.results import upgraded_results
-
     return upgraded_results(results)["stop_reason"]
 
 
@@ -264,8 +282,6 @@ class RunDir:
     def read_results(self) -> dict | None:
         """``results.json`` in the current schema (None before the run has finished); :class:`DamagedRun` if it does
         not parse."""
-        from pipeline.training.results import upgraded_results
-
         results = _read_json(self.results_file, required=("batches", "train_perplexity", "train_coarse",
                                                           "test_coarse"))
         return None if results is None else upgraded_results(results)

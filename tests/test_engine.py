@@ -44,8 +44,7 @@ def test_results_carry_their_schema_and_an_older_layout_is_read_through_one_upgr
     plateau_rule) is read as the current layout by RunDir.read_results, converged where it said stopped_early."""
     import json
 
-    from pipeline.rundir import RunDir, stop_reason
-    from pipeline.training.results import RESULTS_SCHEMA, upgraded_results
+    from pipeline.rundir import RESULTS_SCHEMA, RunDir, stop_reason, upgraded_results
 
     results = train(golden_config("stack-reversal-norm", max_batches=20), tmp_path / "run", progress=False)
     assert results["schema"] == RESULTS_SCHEMA == 2 and upgraded_results(results) is results

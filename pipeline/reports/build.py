@@ -44,7 +44,7 @@ from pipeline.reports.table3 import (
     table3_figure,
     table3_markdown,
 )
-from pipeline.rundir import RunDir
+from pipeline.rundir import RunDir, upgraded_results
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
 from pipeline.training.results import (
@@ -54,7 +54,6 @@ from pipeline.training.results import (
     TRAIN_PERPLEXITY,
     logged_rows,
     logged_values,
-    upgraded_results,
 )
 
 _FALLBACK_COLORS = ("#7f7f7f", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")

@@ -47,7 +47,7 @@ from pipeline.evaluation import evaluate
 from pipeline.files import atomic_write_text
 from pipeline.models import memory_of
 from pipeline.provenance import current_command, lock_hash, machine, torch_build, workers_sharing
-from pipeline.rundir import RunDir, failure_record
+from pipeline.rundir import RESULTS_SCHEMA, RunDir, failure_record
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
@@ -59,7 +59,6 @@ from pipeline.training.population import (
     evaluate_population,
     population_step,
 )
-from pipeline.training.results import RESULTS_SCHEMA
 from pipeline.training.runlife import read_checkpoint, record_commit
 from pipeline.training.step import make_optimizer, take_step
 from pipeline.training.stopping import PLATEAU_RULE

@@ -1,12 +1,8 @@
 """What a run logged (``metrics.csv``), read for reports, studies and listings (kept apart from the training code so
 that a status probe can read it without importing torch). What its ``results.json`` answers for is
-:mod:`pipeline.rundir`'s (``results_cover``, ``stop_reason``)."""
+:mod:`pipeline.rundir`'s (``results_cover``, ``stop_reason``, its schema: ``upgraded_results``)."""
 
 from __future__ import annotations
-
-# results.json's layout, recorded in it as "schema" (version 1: every results.json written before it was recorded).
-# Whatever reads one reads it through upgraded_results, the one place an older layout is made the current one.
-RESULTS_SCHEMA = 2
 
 LEARNED_COARSE = 0.99  # the training coarse accuracy at which a run counts as having learned its task
 
@@ -35,17 +31,3 @@ def last_logged(rows: list[dict], column: str) -> float:
     values = logged_values(rows, column)
     return values[-1][1] if values else float("nan")
 
-
-def upgraded_results(results: dict) -> dict:
-    """A run's results of any schema, in the current one. Version 1 (before "schema" was recorded) lacked, in its
-    oldest runs, ``stop_reason`` (they said only ``stopped_early``, which then meant converged) and ``plateau_rule``
-    (the rule's first version judged them), and in some ``commit``."""
-    version = results.get("schema", 1)
-    if version >= RESULTS_SCHEMA:
-        return results
-    out = dict(results)
-    out.setdefault("stop_reason", "converged" if out.get("stopped_early") else "budget")
-    out.setdefault("plateau_rule", 1)
-    out.setdefault("commit", "")
-    out["schema"] = RESULTS_SCHEMA
-    return out
