@@ -175,3 +175,20 @@ def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_ano
     for s in statuses:  # without the records the rung is decided again, from the new log: the other way
         RunDir(s.run_dir).rungs_file.unlink()
     assert halving_plan(sweep, runs)[winner.run_dir.name].halved
+
+
+def test_a_promoted_run_whose_last_worker_is_still_closing_is_offered_when_that_worker_ends(tmp_path, monkeypatch):
+    """A run that wrote its results at a rung is promoted as soon as the rung is decided, possibly while its worker is
+    still exiting: replanned then, its next job met the old one's lock (and the pool's log bookkeeping failed with a
+    KeyError, seen in a full test run on a loaded machine). A run still held by a worker is left out and not counted
+    as offered; the next round offers it, and only once per budget."""
+    from pipeline.sweep import local
+
+    sweep = load_sweep(halving_profile(tmp_path, {"at": [10], "keep": [1]}, lrs=(1e-2, 1e-3)))
+    runs = tmp_path / "runs"
+    dirs = [s.run_dir for s in sweep_status(sweep, runs)]
+    monkeypatch.setattr(local, "prepare", lambda *args, **kwargs: list(dirs))  # both due at their budget now
+    configs, attempted = {}, set()
+    assert local.replan(sweep, runs, (), configs, attempted, busy={dirs[0]}) == dirs[1:]
+    assert local.replan(sweep, runs, (), configs, attempted) == dirs[:1]
+    assert local.replan(sweep, runs, (), configs, attempted) == []

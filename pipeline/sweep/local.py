@@ -61,24 +61,25 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
             while queue and len(children) < workers:
                 job = queue.pop(0)
                 before = sum(run_status(configs[run_dir], run_dir).batches_done for run_dir in job)
-                logs[job] = open(RunDir(job[0]).log_file, "a")
+                log = open(RunDir(job[0]).log_file, "a")
                 for other in job[1:]:  # a population writes one log: its first run's
-                    with open(RunDir(other).log_file, "a") as log:
-                        log.write(f"trained in a population of {len(job)} runs, {population} at a time; its log: "
+                    with open(RunDir(other).log_file, "a") as note:
+                        note.write(f"trained in a population of {len(job)} runs, {population} at a time; its log: "
                                   f"{RunDir(job[0]).log_file}\n")
                 width = ["--width", str(population)] if len(job) > 1 else []
                 gpu = least_busy(gpus, list(gpu_of.values()))
                 child = subprocess.Popen([sys.executable, "-m", "pipeline.sweep", *width, *map(str, job)],
                                          env=env if gpu is None else dict(env, CUDA_VISIBLE_DEVICES=gpu),
-                                         stdout=logs[job], stderr=subprocess.STDOUT, preexec_fn=dies_with_sweep)
+                                         stdout=log, stderr=subprocess.STDOUT, preexec_fn=dies_with_sweep)
                 children[child] = (job, time.monotonic(), before)
+                logs[child] = log
                 gpu_of[child] = gpu
             time.sleep(poll_seconds)
             changed = False
             for child in [c for c in children if c.poll() is not None]:
                 job, started, before = children.pop(child)
                 gpu_of.pop(child, None)
-                logs.pop(job).close()
+                logs.pop(child).close()
                 statuses = [run_status(configs[run_dir], run_dir) for run_dir in job]
                 done = sum(status.batches_done for status in statuses)
                 if done > before:
@@ -100,7 +101,8 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
             if changed and not queue and len(children) < workers:  # a worker is idle: a rung just decided may
                 # have promoted runs (a bracket does not wait for the rest of the grid); a run still training is
                 # never queued twice (replan offers each run once per budget)
-                queue = pack(replan(sweep, runs_root, only, configs, attempted), configs, population)
+                busy = {run_dir for job, _, _ in children.values() for run_dir in job}
+                queue = pack(replan(sweep, runs_root, only, configs, attempted, busy), configs, population)
     except KeyboardInterrupt:  # Ctrl-C reaches the workers too (one process group); said like SIGTERM
         raise SweepStopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
     finally:
@@ -136,14 +138,18 @@ class SweepStopped(Exception):
         self.why, self.exit_code = why, exit_code
 
 
-def replan(sweep: SweepConfig, runs_root: Path | None, only, configs: dict, attempted: set) -> list[Path]:
+def replan(sweep: SweepConfig, runs_root: Path | None, only, configs: dict, attempted: set,
+           busy: set = frozenset()) -> list[Path]:
     """The runs to train next once a round is done: those whose budget successive halving raised since (a rung was
     decided), each at most once per budget in a sweep, so a run that keeps ending unfinished cannot loop. Updates
     ``configs`` (run dir -> config at its budget now) and ``attempted`` in place. Failed and pruned runs are left as
-    they are (the sweep's --retry flags act once, at its start)."""
+    they are (the sweep's --retry flags act once, at its start). A run in ``busy`` (its last job's worker has not
+    exited yet: it wrote its results at a rung and is still closing) is offered once that worker has ended, not now,
+    where its new job would meet the old one's lock."""
     todo = prepare(sweep, runs_root, retry_failed=False, retry_pruned=False, only=only)
     root = sweep_root(sweep, runs_root)
     configs.update({root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)})
-    fresh = [run_dir for run_dir in todo if (run_dir, configs[run_dir].training.max_batches) not in attempted]
+    fresh = [run_dir for run_dir in todo
+             if run_dir not in busy and (run_dir, configs[run_dir].training.max_batches) not in attempted]
     attempted.update((run_dir, configs[run_dir].training.max_batches) for run_dir in fresh)
     return fresh
