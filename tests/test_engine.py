@@ -1,9 +1,10 @@
 """The one training loop (pipeline/training/engine.py) moves no single run's numbers: each case of
 tests/engine_cases.py, trained now, writes the metrics.csv the code wrote before its two engines became one, byte for
-byte, and so does one trained halfway, then extended to its budget."""
+byte on a kind of machine it was recorded on (within float32 noise on another), and so does one trained halfway, then
+extended to its budget."""
 
 import pytest
-from engine_cases import GOLDEN_CASES, GOLDEN_DIR, golden_config
+from engine_cases import GOLDEN_CASES, GOLDEN_ROOT, assert_golden, golden_config
 
 from pipeline.training.run import train
 
@@ -16,27 +17,27 @@ def private_cache(cache_dir, monkeypatch):
 @pytest.mark.parametrize("case", list(GOLDEN_CASES))
 def test_a_single_runs_metrics_are_the_ones_written_before_the_engines_became_one(tmp_path, case):
     train(golden_config(case), tmp_path / "run", progress=False)
-    assert (tmp_path / "run" / "metrics.csv").read_text() == (GOLDEN_DIR / f"{case}.csv").read_text()
+    assert_golden((tmp_path / "run" / "metrics.csv").read_text(), case)
 
 
 @pytest.mark.parametrize("case", ["stack-reversal-norm", "lstm2-gender-norm"])
 def test_a_run_extended_from_its_checkpoint_writes_the_same_bytes_as_one_trained_straight(tmp_path, case):
     train(golden_config(case, max_batches=40), tmp_path / "run", progress=False)
     train(golden_config(case), tmp_path / "run", progress=False)
-    assert (tmp_path / "run" / "metrics.csv").read_text() == (GOLDEN_DIR / f"{case}.csv").read_text()
+    assert_golden((tmp_path / "run" / "metrics.csv").read_text(), case)
 
 
 def test_a_run_checkpointed_by_the_engine_before_it_goes_on_to_the_same_bytes(tmp_path):
     """tests/data/single_run_before_one_engine.tar.gz: the first case trained to 40 of its 60 batches by the code
     before the change (commit c1144b9; its last.ckpt holds Lightning's loop state, which the one loop does not
-    read). Extended now, it writes the 60-batch log that code wrote."""
+    read). Extended now, it writes the 60-batch log that code wrote extending it on this kind of machine."""
     import tarfile
 
-    with tarfile.open(GOLDEN_DIR.parent / "single_run_before_one_engine.tar.gz") as archive:
+    with tarfile.open(GOLDEN_ROOT.parent / "single_run_before_one_engine.tar.gz") as archive:
         archive.extractall(tmp_path, filter="data")
     results = train(golden_config("stack-reversal-norm"), tmp_path / "run", progress=False)
     assert results["batches"] == 60 and (tmp_path / "run" / "results.40.json").is_file()
-    assert (tmp_path / "run" / "metrics.csv").read_text() == (GOLDEN_DIR / "stack-reversal-norm.csv").read_text()
+    assert_golden((tmp_path / "run" / "metrics.csv").read_text(), "stack-reversal-norm-extended-from-archive")
 
 
 def test_results_carry_their_schema_and_an_older_layout_is_read_through_one_upgrade(tmp_path):
@@ -53,3 +54,23 @@ def test_results_carry_their_schema_and_an_older_layout_is_read_through_one_upgr
     read = RunDir(tmp_path / "run").read_results()
     assert (read["schema"], read["stop_reason"], read["plateau_rule"], read["commit"]) == (2, "converged", 1, "")
     assert stop_reason({**old, "stopped_early": False}) == "budget"
+
+
+def test_a_machine_without_a_golden_set_compares_within_float32_noise_and_still_catches_a_moved_number(monkeypatch):
+    """The two recorded kinds differ in the last bits only: one kind's log passes the other's noise check, and the same
+    log with one number moved by 1e-4 (relative) fails it; on a recorded kind, one bit fails."""
+    import engine_cases
+
+    intel = (GOLDEN_ROOT / "intel-xeon-avx512" / "queue-copy-value.csv").read_text()
+    assert intel != (GOLDEN_ROOT / engine_cases.FIRST_KIND / "queue-copy-value.csv").read_text()
+    monkeypatch.setattr(engine_cases, "machine_kind", lambda: "Some CPU / AVX2")
+    assert_golden(intel, "queue-copy-value")
+    header, first, *rest = intel.splitlines(keepends=True)
+    cells = first.rstrip("\n").split(",")
+    index = next(i for i, cell in enumerate(cells) if "." in cell and float(cell) > 1)
+    moved = ",".join(cells[:index] + [repr(float(cells[index]) * (1 + 1e-4))] + cells[index + 1:]) + "\n"
+    with pytest.raises(AssertionError, match="has no golden set of its own"):
+        assert_golden(header + moved + "".join(rest), "queue-copy-value")
+    monkeypatch.setattr(engine_cases, "machine_kind", lambda: "Intel(R) Xeon(R) Processor / AVX512")
+    with pytest.raises(AssertionError, match="not the bytes recorded for intel-xeon-avx512"):
+        assert_golden(header + moved + "".join(rest), "queue-copy-value")
