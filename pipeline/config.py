@@ -51,6 +51,45 @@ MAX_BIAS = 20.0  # a sigmoid's bias past this fixes its gate at 0 or 1 to float3
 
 
 @dataclass(frozen=True)
+class ProbeConfig:
+    """Probes of the memory's start that the recipe study asked questions with (reports/recipe/study-log.md §7):
+    how loudly the controller first hears the DeQue's bottom read, and how loud the memory's values start. They
+    answer a study's question; no profile's result sets one, none is on by default, and models with one read ignore
+    the bottom-read ones. In YAML they sit apart from what a user sets: ``model: {probes: {value_gain: 4.0}}``."""
+
+    # The DeQue's bottom read as the controller first hears it: its input weights start scaled by this (0: unheard
+    # until training makes the controller listen). null keeps nn.LSTMCell's initialisation; models with one read
+    # ignore it. It asked whether the bottom read pulls the DeQue off reversal's turn. With bottom_read_heard_from,
+    # the scale the held weights wait at (there null means 0).
+    bottom_read_gain: float | None = None
+    # The values as the memory first receives them: the value head's initial weights and bias (v = tanh(W_v o' +
+    # b_v), §3.4) scaled by this. At nn.Linear's initialisation v starts at ~0.06 rms, so the reads move the
+    # controller's gates about a tenth as much as the input embedding does. null keeps nn.Linear's initialisation.
+    # It asked whether a memory heard from the start turns the DeQue on reversal.
+    value_gain: float | None = None
+    # The DeQue's bottom read unheard for the first batches: masked out of the controller's input, its input
+    # weights waiting (no gradient reaches them) until this many batches have trained, then trained as any weight.
+    # They wait at bottom_read_gain times nn.LSTMCell's initialisation, null meaning 0 here (grown from 0 after the
+    # release). This key at null: heard from the start, the paper's model. With the bottom read unheard the
+    # quiet-bottom DeQue's top turned on reversal where with it heard the same seeds did not; copy needs that read
+    # early. Models with one read ignore it.
+    bottom_read_heard_from: int | None = None
+
+    def validate(self, path: str) -> None:
+        if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
+            raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
+                              f"null, got {self.bottom_read_gain!r}")
+        if self.bottom_read_heard_from is not None:
+            if isinstance(self.bottom_read_heard_from, bool) or not isinstance(self.bottom_read_heard_from, int) \
+                    or self.bottom_read_heard_from < 0:
+                raise ConfigError(f"{path}.bottom_read_heard_from must be a batch count >= 0 or null, got "
+                                  f"{self.bottom_read_heard_from!r}")
+        if self.value_gain is not None and not (math.isfinite(self.value_gain) and self.value_gain > 0):
+            raise ConfigError(f"{path}.value_gain must be a positive finite number (a scale of the initial weights) "
+                              f"or null, got {self.value_gain!r}")
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """One architecture (paper §3.4, §4.4). ``name`` is a key of :data:`MODEL_NAMES`."""
 
@@ -79,33 +118,19 @@ class ModelConfig:
     # decide what the controller first does with the memory (appendix B's failure mode: a controller that starts by
     # popping more than it pushes uses the memory as an extra recurrent layer). The paper states none. "default"
     # takes the model's own start (its registry entry's ``start``, pipeline/models/__init__.py), measured on 16 seeds
-    # nobody tuned on (docs/recipe.md §7): the Stack and the Queue push at +1 (d starts near 0.73, against the pop's
-    # ~0.27); the DeQue's top end keeps nn.Linear's initialisation and its bottom end starts all but still (push and
-    # pop at -4), a documented deviation. A number sets the bias; null keeps nn.Linear's initialisation (about 0, so
-    # d starts near 0.5), the Stack's and Queue's start until issue 37, which the cpu and recipe profiles pin so that
-    # their archived runs keep their ids. The bottom biases are the DeQue's bottom end's (null: as the top's); models
-    # without a bottom end ignore them. "default" is resolved where a run becomes concrete (:meth:`resolved`): its
-    # id, its stored config.yaml and the model built, so a stored run never changes meaning with a later default.
+    # nobody tuned on (reports/recipe/study-log.md §7): the Stack and the Queue push at +1 (d starts near 0.73,
+    # against the pop's ~0.27); the DeQue's top end keeps nn.Linear's initialisation and its bottom end starts all but
+    # still (push and pop at -4), a documented deviation. A number sets the bias; null keeps nn.Linear's
+    # initialisation (about 0, so d starts near 0.5), the Stack's and Queue's start before the study measured theirs,
+    # which the cpu and recipe profiles pin so that their archived runs keep their ids. The bottom biases are the
+    # DeQue's bottom end's (null: as the top's); models without a bottom end ignore them. "default" is resolved where
+    # a run becomes concrete (:meth:`resolved`): its id, its stored config.yaml and the model built, so a stored run
+    # never changes meaning with a later default.
     push_bias: float | None | Literal["default"] = MODEL_START
     bottom_push_bias: float | None | Literal["default"] = MODEL_START
     bottom_pop_bias: float | None | Literal["default"] = MODEL_START
-    # The DeQue's bottom read as the controller first hears it: its input weights start scaled by this (0: unheard
-    # until training makes the controller listen). null keeps nn.LSTMCell's initialisation; models with one read
-    # ignore it. A probe of issue 37 (docs/recipe.md §7): whether the bottom read pulls the DeQue off reversal's turn.
-    # With bottom_read_heard_from, the scale the held weights wait at (there null means 0).
-    bottom_read_gain: float | None = None
-    # The values as the memory first receives them: the value head's initial weights and bias (v = tanh(W_v o' +
-    # b_v), §3.4) scaled by this. At nn.Linear's initialisation v starts at ~0.06 rms, so the reads move the
-    # controller's gates about a tenth as much as the input embedding does. null keeps nn.Linear's initialisation.
-    # A probe of issue 37 (docs/recipe.md §7): whether a memory heard from the start turns the DeQue on reversal.
-    value_gain: float | None = None
-    # The DeQue's bottom read unheard for the first batches: masked out of the controller's input, its input
-    # weights waiting (no gradient reaches them) until this many batches have trained, then trained as any weight.
-    # They wait at bottom_read_gain times nn.LSTMCell's initialisation, null meaning 0 here (grown from 0 after the
-    # release). This key at null: heard from the start, the paper's model. A probe of issue 37 (docs/recipe.md §7):
-    # with the bottom read unheard the quiet-bottom DeQue's top turned on reversal where with it heard the same seeds
-    # did not; copy needs that read early. Models with one read ignore it.
-    bottom_read_heard_from: int | None = None
+    # Study-only probes of the memory's start (ProbeConfig): none is set by any result the reports give.
+    probes: ProbeConfig = field(default_factory=lambda: ProbeConfig())
 
     def resolved(self) -> ModelConfig:
         """This config with every start bias left at "default" set to its model's own start."""
@@ -134,20 +159,21 @@ class ModelConfig:
                 self.forget_bias, (int, float)) or not math.isfinite(self.forget_bias) or abs(self.forget_bias) > 10):
             raise ConfigError(f"{path}.forget_bias must be a finite number in [-10, 10] (the forget gates' initial "
                               f"bias) or null, got {self.forget_bias!r}")
-        if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
-            raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
-                              f"null, got {self.bottom_read_gain!r}")
-        if self.bottom_read_heard_from is not None:
-            if isinstance(self.bottom_read_heard_from, bool) or not isinstance(self.bottom_read_heard_from, int) \
-                    or self.bottom_read_heard_from < 0:
-                raise ConfigError(f"{path}.bottom_read_heard_from must be a batch count >= 0 or null, got "
-                                  f"{self.bottom_read_heard_from!r}")
-        if self.value_gain is not None and not (math.isfinite(self.value_gain) and self.value_gain > 0):
-            raise ConfigError(f"{path}.value_gain must be a positive finite number (a scale of the initial weights) "
-                              f"or null, got {self.value_gain!r}")
+        self.probes.validate(f"{path}.probes")
         if self.readout_width is not None:
             _positive(f"{path}.readout_width", self.readout_width)
             _at_most(f"{path}.readout_width", self.readout_width, MAX_WIDTH)
+
+
+PROBE_KEYS = tuple(f.name for f in dataclasses.fields(ProbeConfig))
+
+
+def model_settings(model: ModelConfig) -> dict:
+    """A model config as one flat mapping, its probes beside the other keys: the layout run ids are hashed over
+    (the probes' own section came later; ids made before it keep their value) and populations are grouped by."""
+    settings = to_dict(model)
+    settings.update(settings.pop("probes"))
+    return settings
 
 
 @dataclass(frozen=True)
@@ -292,7 +318,7 @@ class RunConfig:
         training = _without_later_keys(to_dict(self.training), LATER_TRAINING_KEYS)
         for key in ("max_batches", *MEASUREMENT_KEYS):
             del training[key]
-        model = _without_later_keys(to_dict(self.model.resolved()), LATER_MODEL_KEYS)
+        model = _without_later_keys(model_settings(self.model.resolved()), LATER_MODEL_KEYS)
         identity = {"task": self.task, "model": model, "training": training}
         if self.length_distribution != LEGACY_LENGTH_DISTRIBUTION and has_length_choice(self.task):
             identity["length_distribution"] = self.length_distribution
@@ -333,11 +359,16 @@ def stored_run_config(data: Any, path: str = "") -> RunConfig:
     """A run config as a run directory (or a checkpoint) stores it. One written before ``length_distribution``
     existed reads as :data:`LEGACY_LENGTH_DISTRIBUTION`, the lengths that run was trained on; one written before
     ``model.push_bias`` (or the bottom biases) existed, as that bias None (``nn.Linear``'s initialisation, and the
-    bottom end as the top: what that run had, where the default is now the model's own start)."""
+    bottom end as the top: what that run had, where the default is now the model's own start); one written before
+    the probes had their own section (``model.probes``), with them moved there."""
     if isinstance(data, dict) and "length_distribution" not in data:
         data = {**data, "length_distribution": LEGACY_LENGTH_DISTRIBUTION}
     if isinstance(data, dict) and isinstance(data.get("model"), dict):
-        data = {**data, "model": {**{key: None for key in START_BIASES}, **data["model"]}}
+        model = {**{key: None for key in START_BIASES}, **data["model"]}
+        flat_probes = {key: model.pop(key) for key in PROBE_KEYS if key in model}
+        if flat_probes:  # written before the probes had their own section
+            model["probes"] = {**model.get("probes", {}), **flat_probes}
+        data = {**data, "model": model}
     return from_dict(RunConfig, data, path)
 
 
@@ -438,7 +469,7 @@ class SweepConfig:
     description: str = ""
     defaults: dict = field(default_factory=dict)  # any subset of a run config, for every run
     workers: int | None = None  # local pool size; None: one per CPU core
-    # Runs trained together as one model (pipeline.training.population_run), up to this many per worker or SLURM
+    # Runs trained together as one model (pipeline.training.engine), up to this many per worker or SLURM
     # job, packed from the pending runs that can share one (same model and sizes); None: one run per worker
     population: int | None = None
     slurm: SlurmConfig = field(default_factory=SlurmConfig)

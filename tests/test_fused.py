@@ -4,14 +4,14 @@ gradient of every parameter, in float64, with and without padding, for the Stack
 import pytest
 import torch
 
-from pipeline.config import ModelConfig
+from pipeline.config import ModelConfig, ProbeConfig
 from pipeline.models import build_model, products
 
 
 def pair_of_models(name, hidden=12, width=6):
     # "deque, bottom read unheard": the DeQue whose bottom read's input columns are masked (bottom_read_heard_from)
     name, _, unheard = name.partition(", ")
-    extra = dict(bottom_read_heard_from=100) if unheard else {}
+    extra = dict(probes=ProbeConfig(bottom_read_heard_from=100)) if unheard else {}
     torch.manual_seed(1)
     ref = build_model(ModelConfig(name=name, hidden=hidden, memory_width=width, embedding=5,
                                   implementation="reference", **extra), 11, 7).double()

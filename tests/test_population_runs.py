@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.config import ConfigError, RunConfig, from_dict
+from pipeline.config import ConfigError, ProbeConfig, RunConfig, from_dict
 from pipeline.rundir import RunDir
 from pipeline.training.run import population_key, train, train_population
 
@@ -121,8 +121,9 @@ def test_runs_that_cannot_share_a_model_are_refused_before_any_work(tmp_path):
     # the DeQue's bottom read held unheard follows each run's own batch count, which members stacked as one model do
     # not keep apart: refused batched, in one line, before any work (one member after another, each keeps its own)
     late = member("copy", 0, 1e-3, "deque")
-    late = dataclasses.replace(late, model=dataclasses.replace(late.model, bottom_read_heard_from=100))
-    with pytest.raises(ConfigError, match=r"model.bottom_read_heard_from \(100\) is not supported by a batched"):
+    probed = dataclasses.replace(late.model, probes=ProbeConfig(bottom_read_heard_from=100))
+    late = dataclasses.replace(late, model=probed)
+    with pytest.raises(ConfigError, match=r"model.probes.bottom_read_heard_from \(100\) is not supported by a batched"):
         train_population([late, late], [tmp_path / "c", tmp_path / "d"], batched=True)
     assert not (tmp_path / "c").exists()
     # the start biases are initial values, not shapes: runs that differ only there share a population

@@ -9,7 +9,16 @@ import pytest
 import torch
 import yaml
 
-from pipeline.config import ConfigError, ModelConfig, RunConfig, TrainingConfig, from_dict, to_dict
+from pipeline.config import (
+    PROBE_KEYS,
+    ConfigError,
+    ModelConfig,
+    ProbeConfig,
+    RunConfig,
+    TrainingConfig,
+    from_dict,
+    to_dict,
+)
 from pipeline.data.encoding import JointVocabulary, collate
 from pipeline.evaluation import evaluate, greedy_correct_prefix
 from pipeline.models import build_model, count_parameters
@@ -93,9 +102,11 @@ def test_end_biases_of_the_deque():
 
 
 def _seed_0_model(**fields):
-    """The model ``fields`` name, built from seed 0: two calls give one network but for what their fields change."""
+    """The model ``fields`` name (probes among them), built from seed 0: two calls give one network but for what
+    their fields change."""
+    probes = {key: fields.pop(key) for key in PROBE_KEYS if key in fields}
     torch.manual_seed(0)
-    return build_model(ModelConfig(**fields), 20, 10)
+    return build_model(ModelConfig(**fields, probes=ProbeConfig(**probes)), 20, 10)
 
 
 def _equal_but(a, b, changed) -> bool:
@@ -116,11 +127,11 @@ def test_bottom_read_gain_scales_only_the_bottom_reads_input_weights():
     stack = _seed_0_model(name="stack", hidden=8, memory_width=4, bottom_read_gain=0.0)
     assert torch.count_nonzero(stack.controller.weight_ih[:, -4:]) > 0
     assert "bottom_read_gain" not in RunConfig().identity()["model"]
-    assert RunConfig(model=ModelConfig(name="deque", bottom_read_gain=0.0)).run_id() != RunConfig(
+    assert RunConfig(model=ModelConfig(name="deque", probes=ProbeConfig(bottom_read_gain=0.0))).run_id() != RunConfig(
         model=ModelConfig(name="deque")).run_id()
     for bad in (-0.5, 2.0):
-        with pytest.raises(ConfigError, match=f"model.bottom_read_gain must lie in \\[0, 1\\].*got {bad}"):
-            from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_gain": bad}})
+        with pytest.raises(ConfigError, match=f"model.probes.bottom_read_gain must lie in \\[0, 1\\].*got {bad}"):
+            from_dict(RunConfig, {"model": {"name": "deque", "probes": {"bottom_read_gain": bad}}})
 
 
 def test_bottom_read_heard_from_holds_the_bottom_read_at_zero_until_its_batch():
@@ -151,11 +162,12 @@ def test_bottom_read_heard_from_holds_the_bottom_read_at_zero_until_its_batch():
     stack = _seed_0_model(name="stack", hidden=8, memory_width=4, bottom_read_heard_from=5)
     assert torch.count_nonzero(stack.controller.weight_ih[:, -4:]) > 0 and "input_mask" not in stack.state_dict()
     assert "bottom_read_heard_from" not in RunConfig().identity()["model"]
-    assert RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=1000)).run_id() != RunConfig(
+    late = ProbeConfig(bottom_read_heard_from=1000)
+    assert RunConfig(model=ModelConfig(name="deque", probes=late)).run_id() != RunConfig(
         model=ModelConfig(name="deque")).run_id()
     for bad, message in ((-1, "must be a batch count >= 0 or null, got -1"), (True, "must be an integer, got True")):
-        with pytest.raises(ConfigError, match=f"model.bottom_read_heard_from {message}"):
-            from_dict(RunConfig, {"model": {"name": "deque", "bottom_read_heard_from": bad}})
+        with pytest.raises(ConfigError, match=f"model.probes.bottom_read_heard_from {message}"):
+            from_dict(RunConfig, {"model": {"name": "deque", "probes": {"bottom_read_heard_from": bad}}})
 
 
 def test_with_a_gain_the_held_bottom_read_waits_at_its_initialisation():
@@ -174,8 +186,10 @@ def test_with_a_gain_the_held_bottom_read_waits_at_its_initialisation():
     at_zero.before_batch(2)
     assert not torch.allclose(at_start(inputs), at_zero(inputs))  # released: heard through different weights
     torch.testing.assert_close(at_start(inputs), plain(inputs), rtol=0, atol=0)  # ... at_start's are the plain's
-    assert RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=2, bottom_read_gain=1.0)).run_id() != \
-        RunConfig(model=ModelConfig(name="deque", bottom_read_heard_from=2)).run_id()
+    waits_at_start, waits_at_zero = (ProbeConfig(bottom_read_heard_from=2, bottom_read_gain=1.0),
+                                     ProbeConfig(bottom_read_heard_from=2))
+    assert RunConfig(model=ModelConfig(name="deque", probes=waits_at_start)).run_id() != \
+        RunConfig(model=ModelConfig(name="deque", probes=waits_at_zero)).run_id()
 
 
 @pytest.mark.parametrize("implementation", ["reference", "fused"])
@@ -188,7 +202,8 @@ def test_a_run_hears_the_bottom_read_from_its_batch_and_not_before(tmp_path, imp
     for heard_from, trained in ((10, False), (3, True)):
         config = tiny(max_batches=6)
         config = dataclasses.replace(config, model=dataclasses.replace(
-            config.model, name="deque", implementation=implementation, bottom_read_heard_from=heard_from))
+            config.model, name="deque", implementation=implementation,
+            probes=ProbeConfig(bottom_read_heard_from=heard_from)))
         run_dir = tmp_path / f"{implementation}-{heard_from}"
         train(config, run_dir, progress=False)
         state = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
@@ -211,11 +226,11 @@ def test_value_gain_scales_only_the_value_head():
     assert torch.allclose(loud_stack.signals.weight[2:], 2.0 * stack.signals.weight[2:])
     # null and the key's absence name the same run; a gain names another
     assert "value_gain" not in RunConfig().identity()["model"]
-    assert RunConfig(model=ModelConfig(name="deque", value_gain=8.0)).run_id() != RunConfig(
+    assert RunConfig(model=ModelConfig(name="deque", probes=ProbeConfig(value_gain=8.0))).run_id() != RunConfig(
         model=ModelConfig(name="deque")).run_id()
     for bad in (0.0, -1.0, float("inf")):
-        with pytest.raises(ConfigError, match=f"model.value_gain must be a positive finite number.*got {bad}"):
-            from_dict(RunConfig, {"model": {"name": "deque", "value_gain": bad}})
+        with pytest.raises(ConfigError, match=f"model.probes.value_gain must be a positive finite number.*got {bad}"):
+            from_dict(RunConfig, {"model": {"name": "deque", "probes": {"value_gain": bad}}})
 
 
 def test_early_stop_threshold_is_validated():
@@ -359,3 +374,21 @@ def test_a_studys_rows_are_sorted_by_cell_and_its_conclusion_ranks_sure_choices_
     lines = study_conclusions(table)
     assert lines[1].startswith("- **Stack-LSTM / reversal**: sixteen, lr 0.001: 16 of 16 seeds learned (100%, 79%")
     assert "; next, two of two" in lines[1]
+
+
+def test_a_run_stored_with_its_probes_beside_the_model_keys_reads_with_them_in_probes_and_keeps_its_id(tmp_path):
+    """Runs made before the probes had their own section store them flat (``model.value_gain``): read back, they
+    sit in ``model.probes`` and the run keeps the id its folder is named by; a profile writes them nested."""
+    from pipeline.config import stored_run_config
+
+    archived = "reports/recipe/seeds/finished_runs/reversal-deque-h256-lr0.001-s204-442de742"
+    stored = yaml.safe_load(open(f"{archived}/config.yaml"))
+    assert stored["model"]["value_gain"] == 8.0 and "probes" not in stored["model"]
+    config = stored_run_config(stored)
+    assert config.model.probes == ProbeConfig(value_gain=8.0)
+    assert config.run_id() == archived.rsplit("/", 1)[1]
+    nested = {**stored, "model": {k: v for k, v in stored["model"].items() if k != "value_gain"}}
+    nested["model"]["probes"] = {"value_gain": 8.0}
+    assert stored_run_config(nested) == config
+    with pytest.raises(ConfigError, match="unknown key 'model.value_gain'"):  # a profile or run file: nested only
+        from_dict(RunConfig, {"model": {"name": "deque", "value_gain": 8.0}})

@@ -9,6 +9,7 @@ the CLI, tables and figures read :data:`MODELS`. ``lstm1`` .. ``lstm8`` are deep
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 from collections.abc import Callable
@@ -48,17 +49,17 @@ class ModelEntry:
         return source() if callable(source) else source
 
 
-# The start measured on 16 fresh seeds (issue 37, docs/recipe.md §7): every push at +1 (d starts near 0.73, the pop
+# The start measured on 16 fresh seeds (reports/recipe/study-log.md §7): every push at +1 (d starts near 0.73, the pop
 # near 0.27), so that the controller does not start by popping more than it pushes (appendix B's failure mode). The
 # Stack then learned reversal on 16 of 16 seeds (8 of 16 at nn.Linear's initialisation), the Queue copy on 16 of 16.
 PUSH_START = {"push_bias": 1.0, "bottom_push_bias": None, "bottom_pop_bias": None}
 # The DeQue's: its top end at nn.Linear's initialisation (push near 0.5) and its bottom end all but still, push and
 # pop at -4 (~0.018 each), so that the bottom read starts as the Queue's. With both ends at +1 the two ends push
 # alike and copy never leaves its starting plateau (0 of 16, reversal 16 of 16). This start learned copy on 15 of 16
-# fresh seeds and reversal on 9 of 16, short of the 12 of 16 issue 37 asks on reversal. With its values at 4 times
+# fresh seeds and reversal on 9 of 16, short of the 12 of 16 the study aimed at on reversal. With its values at 4 times
 # nn.Linear's scale (model.value_gain) reversal learned on 11 of 16, but more slowly, and copy on 11 of 16; with the
 # top's push at +0.5 as well, reversal on 5 of 10. Not adopted: the quiet-bottom starts re-deal which seeds learn
-# reversal rather than raise the share (docs/recipe.md §7 measures every start tried).
+# reversal rather than raise the share (reports/recipe/study-log.md §7 measures every start tried).
 DEQUE_START = {"push_bias": None, "bottom_push_bias": -4.0, "bottom_pop_bias": -4.0}
 
 
@@ -88,8 +89,7 @@ def _memory_lstm(config: ModelConfig, input_size: int, output_size: int) -> Tran
                       memory_width=config.memory_width, pop_bias=config.pop_bias,
                       implementation=config.implementation, readout_width=config.readout_width,
                       push_bias=config.push_bias, bottom_push_bias=config.bottom_push_bias,
-                      bottom_pop_bias=config.bottom_pop_bias, bottom_read_gain=config.bottom_read_gain,
-                      value_gain=config.value_gain, bottom_read_heard_from=config.bottom_read_heard_from)
+                      bottom_pop_bias=config.bottom_pop_bias, **dataclasses.asdict(config.probes))
 
 
 def _kind(name: str) -> Callable[[], MemoryKind]:

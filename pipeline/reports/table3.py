@@ -17,6 +17,7 @@ Only training numbers choose anything here. Test-length numbers are reported, ne
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -156,8 +157,7 @@ def start_of(model) -> str:
                 f"bottom push {bottom_push} pop {bottom_pop}")
     else:
         text = f"push {value(model.push_bias)} pop {value(model.pop_bias)}"
-    probes = [f"{key} {getattr(model, key)}" for key in ("bottom_read_gain", "value_gain", "bottom_read_heard_from")
-              if getattr(model, key) is not None]
+    probes = [f"{key} {value}" for key, value in dataclasses.asdict(model.probes).items() if value is not None]
     return "; ".join([text, *probes, *options])
 
 

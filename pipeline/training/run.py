@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline.config import INITIAL_VALUES, ConfigError, RunConfig, to_dict
+from pipeline.config import INITIAL_VALUES, ConfigError, RunConfig, model_settings
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
 from pipeline.paths import RUNS_DIR
@@ -81,7 +81,7 @@ def population_key(config: RunConfig) -> tuple:
     from pipeline.data.encoding import JointVocabulary
     from pipeline.tasks import get_task
 
-    model = {k: v for k, v in to_dict(config.model).items() if k not in INITIAL_VALUES}
+    model = {k: v for k, v in model_settings(config.model).items() if k not in INITIAL_VALUES}
     vocab = JointVocabulary.for_config(get_task(config.task, config.length_distribution), config.model)
     training = tuple(getattr(config.training, k) for k in SHARED_TRAINING)
     return tuple(sorted(model.items())), (vocab.input_size, vocab.output_size), training
@@ -94,9 +94,10 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bo
                           f"{len(run_dirs)} directories")
     for config in configs:
         config.validate()
-        if batched and config.model.bottom_read_heard_from is not None:  # its mask follows each run's batch count
-            raise ConfigError(f"{config.run_id()}: model.bottom_read_heard_from "
-                              f"({config.model.bottom_read_heard_from}) is not supported by a batched population; "
+        heard_from = config.model.probes.bottom_read_heard_from
+        if batched and heard_from is not None:  # its mask follows each run's batch count
+            raise ConfigError(f"{config.run_id()}: model.probes.bottom_read_heard_from ({heard_from}) is not "
+                              "supported by a batched population; "
                               "train the run on its own, or one member after another (batched=False)")
     keys = [population_key(c) for c in configs]
     for config, key in zip(configs, keys):
