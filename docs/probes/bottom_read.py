@@ -1,4 +1,5 @@
-"""Diagnostic probes of the quiet-bottom DeQue's bottom read (docs/recipe.md §7; not part of the pipeline).
+"""Diagnostic probes of the quiet-bottom DeQue's bottom read (reports/recipe/study-log.md §7; not part of the
+pipeline).
 
 Why the DeQue whose top starts as the Stack's (push +1, pop -1) and whose bottom end is all but still (push and pop
 biases -4) misses reversal's turn, where the Stack learns it on every seed. Each mode changes one thing about the
@@ -19,7 +20,7 @@ checkout's root, with a finished run's directory as the base (its config is reus
     PYTHONPATH=. .venv/bin/python docs/probes/bottom_read.py RUN_DIR MODE SEED [CAP] [OUT_DIR]
 
 Outputs go to OUT_DIR (default /tmp/probe-MODE-sSEED): a run directory like the pipeline's (metrics.csv holds the
-push and pop means per end that ``docs/recipe.md`` quotes).
+push and pop means per end that ``reports/recipe/study-log.md`` quotes).
 """
 
 from __future__ import annotations
