@@ -70,7 +70,8 @@ def measure(model: str, size: int, device: torch.device, hidden: int = HIDDEN, s
         if attempt:  # the first is the warm-up
             timings.append(time.perf_counter() - start)
     seconds = sorted(timings)[len(timings) // 2]
-    return dict(model=model, population=size, device=str(device), mode="batched", member_batches_per_s=size / seconds,
+    return dict(model=model, hidden=hidden, population=size, device=str(device), mode="batched",
+                member_batches_per_s=size / seconds,
                 seconds_per_step=seconds, peak_mb=peak_mb(device))
 
 
@@ -89,7 +90,7 @@ def measure_one_after_another(model: str, size: int, device: torch.device, hidde
         if attempt:
             timings.append(time.perf_counter() - start)
     seconds = sorted(timings)[len(timings) // 2]
-    return dict(model=model, population=size, device=str(device), mode="one after another",
+    return dict(model=model, hidden=hidden, population=size, device=str(device), mode="one after another",
                 member_batches_per_s=size / seconds, seconds_per_step=seconds, peak_mb=peak_mb(device))
 
 
@@ -164,66 +165,24 @@ PAPER_PROFILE = CONFIG_DIR / "paper.yaml"
 CPU_RUNS = REPORTS_DIR / "cpu" / "all_runs.csv"
 
 
-def expected_batches(profile: str | Path = PAPER_PROFILE, cpu_runs: str | Path = CPU_RUNS) -> dict[str, tuple]:
-    """Per model of ``profile``: (runs, member-batches expected for them all, how that was counted). A block with
-    successive halving trains, per bracket of n rates, n x the first rung, keep x each next rung's increment and the
-    survivor to the cap: its whole budget, an upper bound (a plateau stops earlier). Any other run trains as many
-    batches as the cpu profile's runs of that model did on average (``reports/cpu/all_runs.csv``), at most its cap."""
-    import pandas as pd
-
-    from pipeline.sweep import load_sweep
-
-    sweep = load_sweep(profile)
-    measured = pd.read_csv(cpu_runs).groupby("model")["batches"].mean().to_dict()
-    out: dict[str, list] = {}
-    for index, _, run in sweep.runs_by_block():
-        halving, model, cap = sweep.grid[index].halving, run.model.name, run.training.max_batches
-        if halving is not None:
-            n = len(sweep.grid[index].lr)
-            rungs = [*halving.at, cap]
-            survivors = [n, *halving.keep]
-            bracket = rungs[0] * n + sum(k * (b - a) for k, a, b in zip(survivors[1:], rungs, rungs[1:]))
-            batches, how = bracket / n, "successive halving's whole budget"
-        else:
-            batches, how = min(measured.get(model, cap), cap), "the cpu profile's runs' mean"
-        entry = out.setdefault(model, [0, 0.0, how])
-        entry[0] += 1
-        entry[1] += batches
-    return {model: tuple(entry) for model, entry in out.items()}
-
-
-def projection_lines(records: list[dict], device: torch.device, profile: str | Path = PAPER_PROFILE) -> list[str]:
-    """The report's projection: the wall time of ``profile`` on this device, every model at the largest population
-    measured up to the profile's, stepped the way ``train_population`` steps there by default (batched on a GPU, one
-    after another on a CPU), from the member-batches per second above and :func:`expected_batches`."""
+def projection_lines(records: list[dict], device: torch.device, profile: str | Path = PAPER_PROFILE,
+                     cpu_runs: str | Path = CPU_RUNS) -> list[str]:
+    """The report's projection (:mod:`pipeline.projection`): the wall time of ``profile`` from batch 0 on this
+    device, its populations rung by rung, each step priced at the measured step time of its size; stepped the way
+    ``train_population`` steps here by default (batched on a GPU, one after another on a CPU)."""
+    from pipeline.projection import project, projection_table
     from pipeline.sweep import load_sweep
 
     try:
-        plan, size = expected_batches(profile), load_sweep(profile).population or 1
-    except (OSError, ValueError, KeyError) as error:  # a checkout without the profile or the cpu runs: say so
+        sweep = load_sweep(profile)
+    except (OSError, ValueError) as error:  # a checkout without the profile: say so
         return ["", f"No projection of {Path(profile).name}: {type(error).__name__}: {error}."]
     shown = Path(profile).relative_to(CONFIG_DIR.parent) if Path(profile).is_relative_to(CONFIG_DIR.parent) else profile
-    # the way train_population steps on this device by default (docs/training.md): batched on a GPU
-    default_mode = "batched" if torch.device(device).type == "cuda" else "one after another"
-    if not any(r.get("mode", "batched") == default_mode for r in records):
-        default_mode = "batched"
-    lines = ["", f"## Projected wall time of `{shown}` on `{device}`", "",
-             f"Each model at the largest population measured up to the profile's ({size}), stepped {default_mode}, one "
-             "population at a time; "
-             "hidden-512 runs counted at hidden 256's speed (not measured: their products are 4x larger), so those are "
-             "a lower bound.", "", "| model | runs | member-batches | counted as | member-batches/s | hours |",
-             "|---|---|---|---|---|---|"]
-    total = 0.0
-    for model, (runs, batches, how) in plan.items():
-        measured = [r for r in records if r["model"] == model and r["population"] <= size
-                    and r.get("mode", "batched") == default_mode]
-        if not measured:
-            lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {runs} | {batches:,.0f} | {how} | not measured | — |")
-            continue
-        rate = max(measured, key=lambda r: r["population"])["member_batches_per_s"]
-        hours = batches / rate / 3600
-        total += hours
-        lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {runs} | {batches:,.0f} | {how} | {rate:,.1f} | "
-                     f"{hours:,.1f} |")
-    lines += ["", f"Total: **{total:,.1f} hours**."]
-    return lines
+    mode = "batched" if torch.device(device).type == "cuda" else "one after another"
+    if not any(r.get("mode", "batched") == mode for r in records):
+        mode = "batched"
+    return ["", f"## Projected wall time of `{shown}` on `{device}`", "",
+            f"From batch 0, populations stepped {mode}, one at a time on the device; how each figure is counted, and "
+            "what is measured and what estimated, is `pipeline/projection.py`'s docstring (`transduce project` prints "
+            "this for any profile and device count).", "",
+            *projection_table(project(sweep, records, cpu_runs=cpu_runs, mode=mode))]

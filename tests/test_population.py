@@ -134,27 +134,30 @@ def test_the_population_bench_writes_one_record_per_measurement(tmp_path):
     text = readme.read_text()
     assert "| 1-layer LSTM |" in text and "| Queue-LSTM |" in text
     assert "on `cpu`, eager (the batches copied in each step)" in text
-    assert "## Projected wall time of `configs/paper.yaml`" in text and "| Queue-LSTM | 150 |" in text
+    assert "## Projected wall time of `configs/paper.yaml`" in text and "| Queue-LSTM | 512 * | 75 |" in text
     assert "| 1-layer LSTM | " in text.split("One after another")[1] and "stepped one after another" in text
 
 
 def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs_mean(tmp_path):
     """configs/paper.yaml's LSTM brackets: 5 rates to 5,000 batches, 2 on to 20,000, 1 to 300,000, per task and size;
-    its memory runs: as many batches as the cpu profile's runs of that model trained on average."""
+    its memory runs: as many batches as the cpu profile's runs of that model trained on average, at most the cap."""
     import pandas as pd
 
-    from pipeline.bench_population import expected_batches, projection_lines
+    from pipeline.bench_population import projection_lines
+    from pipeline.projection import plan
+    from pipeline.sweep import load_sweep
 
     runs = tmp_path / "all_runs.csv"
     pd.DataFrame({"model": ["stack", "stack", "queue", "deque"], "batches": [1000, 3000, 60000, 500]}).to_csv(runs)
-    plan = expected_batches("configs/paper.yaml", runs)
+    phases = plan(load_sweep("configs/paper.yaml"), runs)
+    batches = lambda model: sum(p.member_batches for p in phases if p.model == model)  # noqa: E731
     bracket = 5 * 5000 + 2 * (20000 - 5000) + 1 * (300000 - 20000)
-    assert plan["lstm8"][:2] == (50, 10 * bracket)  # 5 tasks x 2 sizes: 10 brackets of 5 runs
-    assert plan["stack"][:2] == (150, 150 * 2000) and plan["deque"][:2] == (300, 300 * 500)
-    assert plan["queue"][:2] == (150, 150 * 50000)  # the mean, at most the run's cap (50,000)
+    assert batches("lstm8") == 10 * bracket  # 5 tasks x 2 sizes: 10 brackets of 5 runs
+    assert batches("stack") == 150 * 2000 and batches("deque") == 300 * 500
+    assert batches("queue") == 150 * 50000  # the mean, at most the run's cap (50,000)
     lines = "\n".join(projection_lines([{"model": "stack", "population": 64, "member_batches_per_s": 100.0,
-                                          "mode": "batched"}], "cuda"))
-    assert "| Stack-LSTM | 150 |" in lines and "not measured" in lines
+                                          "mode": "batched"}], "cuda", cpu_runs=runs))
+    assert "| Stack-LSTM | 256 | 75 |" in lines and "Not projected (no step time measured): deque" in lines
 
 
 @pytest.mark.parametrize("model", [2, "deque"])

@@ -86,3 +86,33 @@ def bench(
     for check in result["targets"]:
         typer.echo(f"{'met' if check['met'] else 'NOT MET'}: {check['what']} = {check['measured']:g} "
                    f"(limit {check['limit']:g})")
+
+
+@app.command()
+def project(
+    profile: Path = typer.Argument(..., help="The profile to project, e.g. configs/paper.yaml."),
+    records: Path = typer.Option(Path("reports/bench-population-cuda.json"), "--records",
+                                 help="`transduce bench --population`'s JSON for the device (default: the committed "
+                                      "H100's)."),
+    devices: int = typer.Option(1, "--devices", callback=at_least(1),
+                                help="Devices like that one the sweep spreads its populations over."),
+) -> None:
+    """How long a profile's sweep takes from batch 0: its populations rung by rung, each priced by the measured step
+    time of its size (pipeline/projection.py says what is measured and what estimated). Trains nothing."""
+    from pipeline.paths import REPORTS_DIR
+    from pipeline.projection import project as projected
+    from pipeline.projection import projection_table
+
+    config = load_profile(profile)
+    try:
+        measured = json.loads(records.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        fail(f"--records {records}: not a readable `transduce bench --population` JSON ({error})")
+    if not isinstance(measured, list) or not all(isinstance(r, dict) and {"model", "population",
+                                                 "member_batches_per_s"} <= set(r) for r in measured):
+        fail(f"--records {records}: not a `transduce bench --population` JSON (a list of records with model, "
+             "population and member_batches_per_s)")
+    result = projected(config, measured, devices, cpu_runs=REPORTS_DIR / "cpu" / "all_runs.csv")
+    where = {r.get("device") for r in measured} - {None}
+    typer.echo(f"{profile} from batch 0, step times from {records} ({', '.join(sorted(where)) or 'device unnamed'}):")
+    typer.echo("\n".join(projection_table(result)))
