@@ -229,6 +229,7 @@ class Projection:
     hours_one_device: float
     hours: float  # on ``devices``
     devices: int
+    longest: tuple[str, float]  # the longest job and its hours: what more devices cannot shorten
 
 
 def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_runs: str | Path | None = None,
@@ -265,7 +266,9 @@ def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_r
     loads = [0.0] * max(1, devices)
     for seconds in sorted(jobs.values(), reverse=True):  # longest first onto the least loaded device
         loads[loads.index(min(loads))] += seconds
-    return Projection(rows, sorted(unmeasured), sum(jobs.values()) / 3600, max(loads) / 3600, max(1, devices))
+    longest = max(jobs.items(), key=lambda item: item[1], default=("", 0.0))
+    return Projection(rows, sorted(unmeasured), sum(jobs.values()) / 3600, max(loads) / 3600, max(1, devices),
+                      (longest[0], longest[1] / 3600))
 
 
 def projection_table(projection: Projection) -> list[str]:
@@ -282,7 +285,8 @@ def projection_table(projection: Projection) -> list[str]:
                      f"{r.eval_s / 3600:,.1f} |")
     lines += ["", f"Total: **{projection.hours_one_device:,.1f} hours** on one device"
               + (f", **{projection.hours:,.1f} hours** on {projection.devices}" if projection.devices > 1 else "")
-              + "."]
+              + f". The longest job, {projection.longest[0]}, takes {projection.longest[1]:,.1f} hours on one device "
+              "whatever their number."]
     if any(r.estimated for r in projection.rows):
         lines.append("* step time scaled from the nearest hidden size measured (the products grow as its square): an "
                      "estimate, not measured.")

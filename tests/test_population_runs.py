@@ -53,6 +53,24 @@ def assert_same_numbers(rows, expected, rel):
                 assert float(row[key]) == pytest.approx(float(want[key]), rel=rel, abs=1e-12), (row["step"], key)
 
 
+@pytest.mark.parametrize("static_shapes", [False, True])
+def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_their_runs(tmp_path, static_shapes):
+    """One architecture's copy, gender and SVO->SOV runs are one population (their vocabularies padded to the
+    largest), two at a time: the copy run leaves at 60 and the SVO->SOV run takes its slot, rebuilt around the others
+    (eager) or placed into the slot of the stepped-at-static-shapes model (a GPU's captured step, eager here). Each
+    writes its single run's rows, within float32 rounding."""
+    configs = [member("copy", 3, 1e-3, max_batches=60), member("gender", 7, 2e-3, max_batches=100),
+               member("svo_sov", 11, 1e-3, max_batches=100)]
+    assert len({population_key(c) for c in configs}) == 1
+    together = [tmp_path / "population" / c.run_id() for c in configs]
+    results = train_population(configs, together, width=2, batched=True, static_shapes=static_shapes)
+    for config, run_dir, result in zip(configs, together, results):
+        alone = tmp_path / "alone" / config.run_id()
+        expected = train(config, alone, progress=False)
+        assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+        assert result["batches"] == expected["batches"] == config.training.max_batches
+
+
 @pytest.mark.parametrize("model", ["lstm1", "stack"])
 def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
     """200 batches in float32, three members that differ in task, seed, learning rate and budget, two at a time (the

@@ -1,7 +1,9 @@
 """The projection of a profile's sweep (pipeline/projection.py): its fit, its plan of populations, and the model
 against the gpu-lstm profile's two recorded GPU stints."""
 
+import dataclasses
 import json
+import math
 
 import pytest
 
@@ -37,22 +39,24 @@ def test_the_fit_is_close_on_the_committed_h100_records():
 
 
 def test_the_plan_is_the_sweeps_populations_through_every_rung():
-    """gpu-lstm: per row, the synthetic tasks' three brackets share a population (15 -> 6 -> 3 through the rungs),
-    each ITG task is its own (5 -> 2 -> 1); every bracket trains 5 x 5,000 + 2 x 15,000 + 1 x 180,000 batches."""
+    """gpu-lstm: per row, the five tasks' brackets share one population (their vocabularies padded to the largest):
+    25 runs to the first rung, 10 to the second, 5 to the cap; every bracket trains 5 x 5,000 + 2 x 15,000 + 1 x
+    180,000 batches."""
     phases = [p for p in plan(load_sweep("configs/gpu-lstm.yaml")) if p.model == "lstm2"]
-    assert [(p.width, p.steps) for p in phases] == [(15, 5000), (6, 15000), (3, 180000),
-                                                   (5, 5000), (2, 15000), (1, 180000),
-                                                   (5, 5000), (2, 15000), (1, 180000)]
+    assert [(p.width, p.steps) for p in phases] == [(25, 5000), (10, 15000), (5, 180000)]
     assert sum(p.member_batches for p in phases) == 5 * (5 * 5000 + 2 * 15000 + 180000)
     assert sum(p.finals for p in phases) == 25  # each run's final evaluation counted once, where it stops
-    # the paper's memory runs: one job per model and vocabulary (the rates, seeds and starts share it), at most 64
-    # at a time; the DeQue's two starts are one job of 90, stepped until its longest member's cap or its work / 64
+    # the paper's memory runs: one job per model and size (tasks, rates, seeds and starts share it), 64 at a time, a
+    # stopped member's place taken by the next: stepped until its longest member's cap or its work / 64
     paper = [p for p in plan(load_sweep("configs/paper.yaml"), cpu_runs=None) if p.hidden == 256]
     stack = [p for p in paper if p.model == "stack"]
-    assert [p.width for p in stack] == [45, 15, 15] and all(p.steps == 50000 for p in stack)
-    deque = [p for p in paper if p.model == "deque"]
-    assert [(p.runs, p.width) for p in deque] == [(90, 64), (30, 30), (30, 30)]
-    assert deque[0].steps == 90 * 50000 / 64  # no cpu runs given: every run to its cap
+    assert [(p.runs, p.width, p.steps) for p in stack] == [(75, 64, 75 * 50000 / 64)]
+    deque = [p for p in paper if p.model == "deque"]  # its two starts, one job
+    assert [(p.runs, p.width) for p in deque] == [(150, 64)]
+    halved = load_sweep("configs/gpu-lstm.yaml")
+    halved = dataclasses.replace(halved, population=4)  # fewer slots than runs: the rung's work spread over 4
+    first = plan(halved)[0]
+    assert (first.width, first.steps) == (4, 5000 * math.ceil(25 / 4))
 
 
 def stint_phase(model, members, start, end, finals, run):
@@ -106,7 +110,7 @@ def test_transduce_project_prints_the_table_and_refuses_records_that_are_not_a_b
 
     out = CliRunner().invoke(app, ["project", "configs/gpu-lstm.yaml", "--devices", "2"])
     assert out.exit_code == 0, out.output
-    assert "| 2-layer LSTM | 256 | 25 | 15→6→3, 5→2→1, 5→2→1 | 1,175,000 |" in out.output
+    assert "| 2-layer LSTM | 256 | 25 | 25→10→5 | 1,175,000 |" in out.output
     assert "hours** on 2." in out.output
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model": "lstm2"}))

@@ -266,19 +266,22 @@ class BatchedPopulation:
         return population_step(self.model, self.optimizer, batches, self.clip, self.clip_mode, self.length)
 
     @classmethod
-    def of(cls, members: list[Member], device: torch.device, length: int | None = None) -> "BatchedPopulation":
+    def of(cls, members: list[Member], device: torch.device, length: int | None = None,
+           vocab: tuple[int, int] | None = None) -> "BatchedPopulation":
+        """``members`` stacked; ``vocab``: the largest (input, output) vocabularies of the runs that may take a slot
+        later (their rows padded to it: :class:`~pipeline.training.population.Population`)."""
         models = [m.module.model for m in members]
-        model = (PopulationLSTM if memory_of(members[0].config.model.name) is None else PopulationMemoryLSTM)(models)
-        model = model.to(device)
+        kind = PopulationLSTM if memory_of(members[0].config.model.name) is None else PopulationMemoryLSTM
+        model = kind(models, vocab).to(device)
         t = members[0].config.training
         optimizer = PopulationRMSprop(model.ordered_parameters(), [m.config.training.lr for m in members],
                                       t.rmsprop_alpha, t.rmsprop_eps)
         params = [list(m.module.model.parameters()) for m in members]
-        for i, avg in enumerate(optimizer.square_avg):
+        for i, (name, avg) in enumerate(zip(model.names, optimizer.square_avg)):
             for k, m in enumerate(members):
                 state = m.optimizer.state.get(params[k][i])
                 if state is not None:
-                    avg[k].copy_(state["square_avg"])
+                    avg[model.own(k, name)].copy_(state["square_avg"])
         # its own list: the caller's changes as members come and go
         population = cls(list(members), model, optimizer, t.clip, t.clip_mode, length)
         if length is not None:
@@ -291,9 +294,10 @@ class BatchedPopulation:
     def pull(self, member: Member) -> None:
         k = self.members.index(member)
         for i, (name, p) in enumerate(member.module.model.named_parameters()):
-            p.copy_(self.model.member(name)[k])
+            own = self.model.own(k, name)
+            p.copy_(self.model.member(name)[own])
             state = member.optimizer.state[p]
-            state["square_avg"] = self.optimizer.square_avg[i][k].detach().clone()
+            state["square_avg"] = self.optimizer.square_avg[i][own].detach().clone()
             state["step"] = torch.tensor(float(member.step), dtype=_scalar_dtype())
 
     def release(self) -> None:
@@ -307,13 +311,28 @@ class BatchedPopulation:
         so a captured step goes on without a new capture (``old`` is pulled first by the caller)."""
         k = self.members.index(old)
         params = list(new.module.model.parameters())
+        self.model.place(k, new.module.model)  # its vocabulary may be another task's
         for i, name in enumerate(self.model.names):
-            self.model.member(name)[k].copy_(params[i])
             state = new.optimizer.state.get(params[i])
-            self.optimizer.square_avg[i][k].copy_(state["square_avg"] if state else torch.zeros_like(params[i]))
+            self.optimizer.square_avg[i][k].zero_()
+            self.optimizer.square_avg[i][self.model.own(k, name)].copy_(
+                state["square_avg"] if state else torch.zeros_like(params[i]))
         self.optimizer.set_rate(k, new.config.training.lr)
         self.members[k] = new
         old.population, new.population = None, self
+
+
+def job_vocabulary(configs: list[RunConfig]) -> tuple[int, int] | None:
+    """The largest (input, output) vocabulary sizes of ``configs`` where they differ (the synthetic tasks' and the ITG
+    tasks' runs of one architecture: their stacked model pads every member's to it); None where all read one."""
+    from pipeline.data.encoding import JointVocabulary
+    from pipeline.tasks import get_task
+
+    sizes = set()
+    for config in configs:
+        vocab = JointVocabulary.for_config(get_task(config.task, config.length_distribution), config.model)
+        sizes.add((vocab.input_size, vocab.output_size))
+    return None if len(sizes) <= 1 else (max(i for i, _ in sizes), max(o for _, o in sizes))
 
 
 def _scalar_dtype() -> torch.dtype:
@@ -346,6 +365,7 @@ class PopulationModule(L.LightningModule):
         self.waiting, self.where, self.cache_dir, self.width = list(waiting), device, cache_dir, width
         self.batched, self.length, self.isolate_failures = batched, length, isolate_failures
         self.population_ids, self.show_progress = population, show_progress
+        self.vocab = job_vocabulary([config for _, config, _ in waiting]) if batched else None
         self.results: dict[int, dict] = {}
         self.live: list[Member] = []
         self.together: BatchedPopulation | None = None
@@ -422,7 +442,7 @@ class PopulationModule(L.LightningModule):
     def training_step(self, tick, tick_index: int) -> None:
         live = self.live
         if self.batched and self.together is None:
-            self.together = BatchedPopulation.of(live, self.where, self.length)
+            self.together = BatchedPopulation.of(live, self.where, self.length, self.vocab)
         batches = [m.batches.batch(m.step) for m in live]
         if self.together is not None:
             nll, tokens = self.together.step(batches)

@@ -4,8 +4,11 @@ On a GPU one run of these models is bound by kernel launches, not arithmetic; P 
 a leading *population* dimension do P times the work with the same launches (``docs/training.md``, "Population
 training").
 
-* :class:`PopulationLSTM` and :class:`PopulationMemoryLSTM`: the parameters of P members of one architecture and
-  vocabulary, stacked as ``[P, ...]`` tensors, copied from the members as they were initialised. ``nn.LSTM`` has no
+* :class:`PopulationLSTM` and :class:`PopulationMemoryLSTM`: the parameters of P members of one architecture,
+  stacked as ``[P, ...]`` tensors, copied from the members as they were initialised. Members may read different
+  vocabularies (the synthetic tasks' and each ITG task's): the vocabulary's rows are padded to the largest, the
+  padding's logits masked out of the softmax, so each member computes what it computes alone and its padding rows
+  never receive a gradient. ``nn.LSTM`` has no
   batched-over-members form (cuDNN has no vmap rule), so each layer is an explicit cell whose gate products are
   batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o).
 * :class:`PopulationRMSprop`: ``torch.optim.RMSprop`` with a learning rate per member.
@@ -28,25 +31,66 @@ from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.models.memory_lstm import MemoryLSTM
 from pipeline.training.step import update
 
+# The parameters whose first dimension is a vocabulary: the input ids' embedding, the output ids' logits.
+INPUT_ROWS = ("embed.weight",)
+OUTPUT_ROWS = ("readout.output_embedding.weight", "readout.output_embedding.bias")
+
 
 class Population(nn.Module):
-    """The parameters of P members of one architecture and vocabulary, stacked as ``[P, ...]`` tensors copied from
-    the members as they were initialised; the embedding and the readout every model shares (``models.base``). A
-    subclass runs the recurrent core."""
+    """The parameters of P members of one architecture, stacked as ``[P, ...]`` tensors copied from the members as
+    they were initialised; the embedding and the readout every model shares (``models.base``). A subclass runs the
+    recurrent core. ``vocab``: the (input, output) sizes to pad every member's vocabulary to (None: the largest
+    member's), so that a member of another task can take a slot later (:meth:`place`)."""
 
-    def __init__(self, members: list[nn.Module]) -> None:
+    def __init__(self, members: list[nn.Module], vocab: tuple[int, int] | None = None) -> None:
         super().__init__()
         if not members:
             raise ValueError("a population needs at least one member")
-        shapes = {tuple((name, tuple(p.shape)) for name, p in m.named_parameters()) for m in members}
+        vocabularies = INPUT_ROWS + OUTPUT_ROWS
+        shapes = {tuple((name, p.shape[1:] if name in vocabularies else p.shape) for name, p in m.named_parameters())
+                  for m in members}
         if len(shapes) != 1:
-            raise ValueError("every member of a population must have the same architecture and vocabulary sizes")
+            raise ValueError("every member of a population must have the same architecture (vocabularies aside)")
         self.size = len(members)
         self.names = [name for name, _ in members[0].named_parameters()]
-        stacked = {name: torch.stack([dict(m.named_parameters())[name].detach() for m in members])
+        largest = (max(m.input_size for m in members), max(m.output_size for m in members))
+        self.vocab = vocab or largest
+        if self.vocab[0] < largest[0] or self.vocab[1] < largest[1]:
+            raise ValueError(f"a population padded to vocabularies {self.vocab} cannot hold a member of {largest}")
+        # padded to the population's vocabularies only where some member's differ: else the step is the plain one
+        self.padded = vocab is not None or len({(m.input_size, m.output_size) for m in members}) > 1
+        self.own_vocab = [(m.input_size, m.output_size) for m in members]
+        stacked = {name: torch.stack([self.padding(dict(m.named_parameters())[name].detach(), name) for m in members])
                    for name in self.names}
         # "layers.0.weight_ih_l0" -> "layers_0_weight_ih_l0": ParameterDict keys may not hold dots
         self.weights = nn.ParameterDict({self.key(n): nn.Parameter(t.clone()) for n, t in stacked.items()})
+        # each member's own output ids: the softmax of a padded member sees no other logit
+        self.register_buffer("output_live", torch.arange(self.vocab[1]) < torch.tensor(
+            [out for _, out in self.own_vocab]).unsqueeze(1))
+
+    def padding(self, tensor: Tensor, name: str) -> Tensor:
+        """A member's ``name`` padded with zeros to the population's vocabulary (unchanged if not a vocabulary's)."""
+        rows = self.vocab[0] if name in INPUT_ROWS else self.vocab[1] if name in OUTPUT_ROWS else tensor.shape[0]
+        return F.pad(tensor, (*[0, 0] * (tensor.dim() - 1), 0, rows - tensor.shape[0])) if self.padded else tensor
+
+    def own(self, k: int, name: str) -> tuple:
+        """The index of member ``k``'s own part of a stacked ``[P, ...]`` tensor of ``name`` (its parameter or its
+        RMSProp state): its vocabulary's rows, where that is padded."""
+        if not self.padded or name not in INPUT_ROWS + OUTPUT_ROWS:
+            return (k,)
+        return (k, slice(0, self.own_vocab[k][0] if name in INPUT_ROWS else self.own_vocab[k][1]))
+
+    @torch.no_grad()
+    def place(self, k: int, member: nn.Module) -> None:
+        """``member``'s parameters into slot ``k`` (its padding zeroed), its vocabulary's logits live."""
+        if member.input_size > self.vocab[0] or member.output_size > self.vocab[1]:
+            raise ValueError(f"a member of vocabularies {(member.input_size, member.output_size)} does not fit a "
+                             f"population padded to {self.vocab}")
+        self.own_vocab[k] = (member.input_size, member.output_size)
+        for name, p in member.named_parameters():
+            self.member(name)[k].zero_()
+            self.member(name)[self.own(k, name)].copy_(p)
+        self.output_live[k] = torch.arange(self.vocab[1], device=self.output_live.device) < member.output_size
 
     @staticmethod
     def key(name: str) -> str:
@@ -62,7 +106,7 @@ class Population(nn.Module):
 
     def member_state_dict(self, k: int) -> dict[str, Tensor]:
         """Member ``k``'s parameters under the member's names: what its own run's checkpoint holds."""
-        return {name: self.member(name)[k].detach().clone() for name in self.names}
+        return {name: self.member(name)[self.own(k, name)].detach().clone() for name in self.names}
 
     def linear(self, x: Tensor, name: str) -> Tensor:
         """``x @ W^T + b`` per member for the members' ``nn.Linear`` called ``name``: x (P, N, in) -> (P, N, out)."""
@@ -80,7 +124,10 @@ class Population(nn.Module):
         """Logits (P, B, L, V_out) of the core's outputs (P, B, L, H): o = tanh(W_o h + b_o), then E_out o + b."""
         P, B, L, _ = top.shape
         o = torch.tanh(self.linear(top.reshape(P, B * L, -1), "readout.project"))
-        return self.linear(o, "readout.output_embedding").reshape(P, B, L, -1)
+        logits = self.linear(o, "readout.output_embedding").reshape(P, B, L, -1)
+        if self.padded:  # another member's output ids: never predicted, no gradient (exp of the lowest float is 0)
+            logits = logits.masked_fill(~self.output_live[:, None, None, :], torch.finfo(logits.dtype).min)
+        return logits
 
     @staticmethod
     def cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
@@ -93,8 +140,8 @@ class Population(nn.Module):
 class PopulationLSTM(Population):
     """P :class:`~pipeline.models.deep_lstm.DeepLSTM` members: each layer an explicit cell with the input skip."""
 
-    def __init__(self, members: list[DeepLSTM]) -> None:
-        super().__init__(members)
+    def __init__(self, members: list[DeepLSTM], vocab: tuple[int, int] | None = None) -> None:
+        super().__init__(members, vocab)
         self.layers = len(members[0].layers)
 
     def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
@@ -129,8 +176,8 @@ class PopulationMemoryLSTM(Population):
     kind's reference step (the equations of ``pipeline.memory``). Padding never pushes or pops (d, u forced to 0 past
     a row's length), as in the single model."""
 
-    def __init__(self, members: list[MemoryLSTM]) -> None:
-        super().__init__(members)
+    def __init__(self, members: list[MemoryLSTM], vocab: tuple[int, int] | None = None) -> None:
+        super().__init__(members, vocab)
         kinds = {type(m.memory) for m in members}
         if len(kinds) != 1:
             raise ValueError("every member of a population must have the same memory")
@@ -204,7 +251,7 @@ def evaluate_population(model: Population, member_pairs: list[list], vocabs: lis
         inputs, _, lengths = stack_batches(batches)
         logits = model(inputs.to(device), lengths.to(device))  # (P, B, L, V): each member's rows right-padded
         for k, (batch, chunk) in enumerate(zip(batches, chunks)):
-            own = logits[k, :, : batch.inputs.shape[1]]
+            own = logits[k, :, : batch.inputs.shape[1], : vocabs[k].output_size]
             prefixes[k][chunk] = correct_prefix_from_logits(own, batch.to(device)).cpu()
     return [Scores(correct_prefix=prefix, target_lengths=torch.tensor([len(p.target) + 1 for p in pairs]),
                    source_lengths=torch.tensor([len(p.source) for p in pairs]))

@@ -76,15 +76,11 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
 
 def population_key(config: RunConfig) -> tuple:
     """Runs with equal keys can train as one population: one model (the start biases aside: they are initial values,
-    not shapes), one step. Tasks differ in vocabulary only between the synthetic tasks and the ITG tasks: the
-    vocabulary's sizes are part of the key."""
-    from pipeline.data.encoding import JointVocabulary
-    from pipeline.tasks import get_task
-
+    not shapes), one step. Tasks differ in vocabulary (the synthetic tasks' and each ITG task's), which a stacked
+    population pads to its largest (:class:`~pipeline.training.population.Population`): not part of the key."""
     model = {k: v for k, v in model_settings(config.model).items() if k not in INITIAL_VALUES}
-    vocab = JointVocabulary.for_config(get_task(config.task, config.length_distribution), config.model)
     training = tuple(getattr(config.training, k) for k in SHARED_TRAINING)
-    return tuple(sorted(model.items())), (vocab.input_size, vocab.output_size), training
+    return tuple(sorted(model.items())), training
 
 
 def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bool) -> None:
@@ -103,7 +99,7 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bo
     for config, key in zip(configs, keys):
         if key != keys[0]:
             raise ConfigError(f"{config.run_id()} cannot train in one population with {configs[0].run_id()}: a "
-                              "population's runs share the model (name, sizes), the vocabulary's sizes and "
+                              "population's runs share the model (name, sizes) and "
                               f"training's {', '.join(SHARED_TRAINING)}")
     if len({Path(d).resolve() for d in run_dirs}) != len(run_dirs):
         raise ConfigError("a population's runs need a directory each; two members were given the same one")
