@@ -6,6 +6,8 @@
     checkpoints/last.ckpt     for resuming; checkpoints/best.ckpt: the weights selected for reporting
     results.json              written last, atomically: the run is finished once it exists
     results.<batches>.json    the results of a run before it was extended or reopened
+    earlier_draws.json        the results of earlier draws of the run: trained again from batch 0 where its
+                              checkpoint was lost (another machine's floats make another draw of one seed)
     failed.json               why the last attempt failed (a sweep's worker writes it)
     accuracy_by_length.csv    coarse/fine per source length on the cached train, test and long sets
     first_errors.csv          where in the target the first error falls (by tenth), per split (final evaluation)
@@ -51,6 +53,7 @@ CONFIG = "config.yaml"
 METRICS = "metrics.csv"
 TIMINGS = "timings.csv"
 RESULTS = "results.json"
+EARLIER_DRAWS = "earlier_draws.json"
 FAILED = "failed.json"
 ACCURACY_BY_LENGTH = "accuracy_by_length.csv"
 FIRST_ERRORS = "first_errors.csv"
@@ -68,7 +71,7 @@ REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (
 # archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
 OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, REOPEN)
 ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, RUNGS, COMMITS,
-                  TRAIN_LOG)
+                  TRAIN_LOG, EARLIER_DRAWS)
 ARCHIVED_GLOBS = ("results.*.json", f"{TRACES}/*.json.gz")
 # The accuracies results.json holds (each in [0, 1]: RunDir.check)
 ACCURACIES = tuple(f"{split}_{grain}" for split in ("train", "test", "long") for grain in ("coarse", "fine"))
@@ -193,6 +196,29 @@ class RunDir:
         """Keep the results as ``results.<batches>.json``: the run is to train further (extended or reopened)."""
         stored = self.read_results()
         self.results_file.rename(self.earlier_results_file(stored["batches"]))
+
+    earlier_draws_file = property(lambda self: self.path / EARLIER_DRAWS)
+
+    def read_earlier_draws(self) -> list[dict]:
+        """The results of the run's earlier draws, oldest first (:meth:`new_draw`); none for most runs."""
+        try:
+            data = json.loads(self.earlier_draws_file.read_text())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as error:
+            raise DamagedRun(f"{self.earlier_draws_file}: unreadable ({error})") from None
+        if not isinstance(data, list) or not all(isinstance(draw, dict) for draw in data):
+            raise DamagedRun(f"{self.earlier_draws_file}: not a list of results")
+        return data
+
+    def new_draw(self) -> None:
+        """Train the run again from batch 0 (its checkpoint lost), keeping what this draw reported, if anything
+        (its results, else the latest earlier results it was reopened after), in ``earlier_draws.json``."""
+        latest = self.latest_earlier_results_file()
+        results = self.read_results() or (upgraded_results(_read_json(latest, required=())) if latest else None)
+        if results:
+            atomic_write_text(self.earlier_draws_file, json.dumps([*self.read_earlier_draws(), results], indent=2))
+        self.clear()
 
     def clear(self) -> None:
         """Remove what the run has trained and logged (not its config or commits): it starts again from batch 0."""

@@ -143,7 +143,8 @@ def batches_held(run_dir: Path) -> int:
 def kept_over(run_dir: Path, copy: Path) -> str:
     """Why the archived ``copy`` is kept over ``run_dir`` ('' where the run may replace it): the run's files fail
     their checks (:meth:`RunDir.check`), or it holds fewer batches than the copy (another runs folder's older state,
-    a rerun still short of where the copy got)."""
+    a rerun still short of where the copy got) and is not a later draw of it (trained again from batch 0 with the
+    copy's results kept among its earlier draws: :meth:`RunDir.new_draw`)."""
     try:
         RunDir(run_dir).check()
     except DamagedRun as damage:
@@ -155,7 +156,9 @@ def kept_over(run_dir: Path, copy: Path) -> str:
     except DamagedRun:  # a damaged archived copy is replaced by a sound run
         return ""
     here = batches_held(run_dir)
-    return f"it holds {here:,} batches where the archived copy holds {there:,}" if here < there else ""
+    if here >= there or RunDir(copy).read_results() in RunDir(run_dir).read_earlier_draws():
+        return ""
+    return f"it holds {here:,} batches where the archived copy holds {there:,}"
 
 
 class ArchiveRefused(ConfigError):

@@ -453,3 +453,28 @@ def test_slurm_array_tasks_ask_for_the_profiles_gpus(tmp_path, monkeypatch):
 def test_a_profiles_slurm_section_is_validated_when_it_is_loaded(tmp_path, key, value):
     with pytest.raises(ConfigError, match=rf"slurm\.{key}"):
         load_sweep(profile(tmp_path / "p.yaml", 10, slurm={key: value}))
+
+
+def test_a_run_trained_again_from_batch_0_replaces_its_archived_copy_keeping_it_as_an_earlier_draw(
+        tmp_path, cache_dir, monkeypatch):
+    """A run whose checkpoint was lost is trained again from batch 0 (another machine's floats: another draw), and
+    may stop sooner than the archived draw did. Its folder keeps that draw's results (earlier_draws.json), so the
+    archive takes the new draw, where a copy that merely holds fewer batches is refused (the test above); restored,
+    the run is done."""
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    short, long = profile(tmp_path / "a" / "p.yaml", 20), profile(tmp_path / "b" / "p.yaml", 30)
+    runs, archive = tmp_path / "runs", tmp_path / "archive"
+    (run,) = run_local(load_sweep(long), runs, echo=lambda _: None)
+    archive_runs(long, archive, runs)
+    folder = RunDir(runs / run.run_dir.name)
+    archived = RunDir(archive / run.run_dir.name).read_results()
+    folder.new_draw()  # what a sweep does to a run whose checkpoint is gone
+    assert not folder.results_file.exists() and folder.read_earlier_draws() == [archived]
+    run_local(load_sweep(short), runs, echo=lambda _: None)  # the new draw, stopped at 20
+    assert archive_runs(short, archive, runs) == [run.run_dir.name]
+    copy = RunDir(archive / run.run_dir.name)
+    assert batches_held(copy.path) == 20 and copy.read_earlier_draws() == [archived]
+    # restored on a fresh checkout, the run is the new draw, finished: nothing is trained again
+    shutil.rmtree(runs)
+    shutil.copytree(archive, runs)
+    assert RunDir(runs / run.run_dir.name).state(load_sweep(short).runs()[0]) == "finished"

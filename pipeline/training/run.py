@@ -143,7 +143,7 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
         if restart_lost:
             for config, run_dir in zip(configs, run_dirs):
                 if lost_its_checkpoint(run_dir, config):
-                    RunDir(run_dir).clear()
+                    RunDir(run_dir).new_draw()
         configure_cpu_process()
         waiting, answered = [], {}
         for k, (config, run_dir) in enumerate(zip(configs, run_dirs)):  # every refusal before any training
