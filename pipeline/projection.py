@@ -271,6 +271,11 @@ def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_r
                       (longest[0], longest[1] / 3600))
 
 
+def hours(value: float) -> str:
+    """Hours to a tenth, or to a hundredth below one (a small profile's minutes still show)."""
+    return f"{value:,.1f}" if value >= 1 else f"{value:.2f}"
+
+
 def projection_table(projection: Projection) -> list[str]:
     """Markdown: a row per architecture and size, and the totals."""
     from pipeline.models import DISPLAY_NAMES
@@ -281,12 +286,12 @@ def projection_table(projection: Projection) -> list[str]:
     for r in projection.rows:
         mark = " *" if r.estimated else ""
         lines.append(f"| {DISPLAY_NAMES.get(r.model, r.model)} | {r.hidden}{mark} | {r.runs} | "
-                     f"{', '.join(r.widths)} | {r.member_batches:,.0f} | {r.train_s / 3600:,.1f} | "
-                     f"{r.eval_s / 3600:,.1f} |")
-    lines += ["", f"Total: **{projection.hours_one_device:,.1f} hours** on one device"
-              + (f", **{projection.hours:,.1f} hours** on {projection.devices}" if projection.devices > 1 else "")
-              + f". The longest job, {projection.longest[0]}, takes {projection.longest[1]:,.1f} hours on one device "
-              "whatever their number."]
+                     f"{', '.join(r.widths)} | {r.member_batches:,.0f} | {hours(r.train_s / 3600)} | "
+                     f"{hours(r.eval_s / 3600)} |")
+    lines += ["", f"Total: **{hours(projection.hours_one_device)} hours** on one device"
+              + (f", **{hours(projection.hours)} hours** on {projection.devices}" if projection.devices > 1 else "")
+              + f". The longest job, {projection.longest[0]}, takes {hours(projection.longest[1])} hours on one "
+              "device whatever their number."]
     if any(r.estimated for r in projection.rows):
         lines.append("* step time scaled from the nearest hidden size measured (the products grow as its square): an "
                      "estimate, not measured.")
