@@ -111,3 +111,22 @@ def test_far_eval_size_measures_in_the_final_evaluation_and_keeps_the_run_id(tmp
     assert [(int(r["low"]), int(r["high"]), int(r["n"])) for r in rows] == [(lo, hi, 2) for lo, hi in FAR_BANDS]
     with pytest.raises(Exception, match="far_eval_size must lie in"):
         tiny(far_eval_size=-1)
+
+
+def test_a_run_made_before_its_profile_measured_far_lengths_measures_them_when_it_trains_on(tmp_path):
+    """A run directory whose stored config has far_eval_size 0 (made before the profile measured) takes the profile's
+    measurement when it is claimed again, as it takes a raised budget: trained on, it writes far_lengths.csv."""
+    from tiny import tiny
+
+    from pipeline.rundir import RunDir
+    from pipeline.training.run import train
+    from pipeline.training.runlife import claim_run_directory
+
+    run_dir = tmp_path / "run"
+    train(tiny(max_batches=4), run_dir, progress=False)
+    assert not RunDir(run_dir).far_lengths_file.exists()
+    assert claim_run_directory(tiny(max_batches=4, far_eval_size=2), run_dir) == "measurements changed"
+    assert RunDir(run_dir).read_config().training.far_eval_size == 2
+    assert claim_run_directory(tiny(max_batches=4, far_eval_size=2), run_dir) == "same"
+    train(tiny(max_batches=6, far_eval_size=2), run_dir, progress=False)  # extended: its final evaluation measures
+    assert [int(r["n"]) for r in read_far_lengths(run_dir)] == [2] * len(FAR_BANDS)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline.config import ConfigError, RunConfig, stored_run_config
+from pipeline.config import MEASUREMENT_KEYS, ConfigError, RunConfig, stored_run_config
 from pipeline.files import atomic_write_text
 from pipeline.provenance import git_commit
 from pipeline.rundir import DamagedRun, RunDir, results_cover, stop_reason
@@ -41,18 +41,22 @@ def holding(run_dirs: list[Path], locked: bool = False):
 
 def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
     """Create ``run_dir`` for ``config``, or check that it already belongs to this config. A config that differs
-    from the stored one only in ``training.max_batches`` (and tracking) is the same run with another budget: the
-    stored config is updated. Returns "new", "same" or "budget changed"."""
+    from the stored one only in ``training.max_batches``, in what it measures (``MEASUREMENT_KEYS``: a profile that
+    began measuring far lengths after the run was made) or in tracking is the same run: the stored config is updated,
+    so that what the run does from now on is the profile's. Returns "new", "same", "budget changed" or "measurements
+    changed"."""
     folder = RunDir(run_dir)
     if folder.config_file.exists():
         existing = folder.read_config()
         if existing.identity() != config.identity():
             raise ConfigError(f"{run_dir} holds a run of a different config ({existing.run_id()}); "
                               f"use another directory for {config.run_id()}")
-        if existing.training.max_batches == config.training.max_batches:
+        budget = existing.training.max_batches != config.training.max_batches
+        measured = any(getattr(existing.training, key) != getattr(config.training, key) for key in MEASUREMENT_KEYS)
+        if not budget and not measured:
             return "same"
         folder.write_config(config)
-        return "budget changed"
+        return "budget changed" if budget else "measurements changed"
     folder.write_config(config)
     return "new"
 
