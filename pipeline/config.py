@@ -25,6 +25,7 @@ from pipeline.registry import LazyField, LazyNames  # no torch here: the model r
 # The registered architectures (pipeline.models.MODELS), read live: a model registered later is valid too.
 MODEL_NAMES = LazyNames("pipeline.models", "MODELS")
 MODEL_STARTS = LazyField("pipeline.models", "MODELS", "start")  # each one's start (ModelConfig.resolved)
+MODEL_CHECKS = LazyField("pipeline.models", "MODELS", "check")  # each one's checks of its settings (validate)
 
 
 class ConfigError(ValueError):
@@ -44,6 +45,9 @@ START_BIASES = ("push_bias", "bottom_push_bias", "bottom_pop_bias")
 # each member starting from its own (pipeline.training.run.population_key)
 INITIAL_VALUES = ("pop_bias", "forget_bias", *START_BIASES)
 MAX_BIAS = 20.0  # a sigmoid's bias past this fixes its gate at 0 or 1 to float32 precision: no start, a constant
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none", "randomised")  # ModelConfig.positional_encoding
+MAX_LAYERS = 64  # Transformer blocks: far past any baseline's; bounds the weights asked for before the first batch
+MAX_STACK_DEPTH = 8_192  # Joulin-Mikolov stack rows: 8 times the longest joint sequence evaluated
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -94,7 +98,7 @@ class ModelConfig:
     """One architecture (paper §3.4, §4.4). ``name`` is a key of :data:`MODEL_NAMES`."""
 
     name: str = "stack"
-    hidden: int = 256  # LSTM hidden size: 256 or 512 in the paper
+    hidden: int = 256  # LSTM hidden size: 256 or 512 in the paper (a Transformer's width: half of it, model.width)
     memory_width: int = 256  # m, the width of the memory's value rows
     embedding: int = 64  # input and output embedding size (§4)
     pop_bias: float = -1.0  # initial bias of every pop signal (appendix B)
@@ -129,6 +133,22 @@ class ModelConfig:
     push_bias: float | None | Literal["default"] = MODEL_START
     bottom_push_bias: float | None | Literal["default"] = MODEL_START
     bottom_pop_bias: float | None | Literal["default"] = MODEL_START
+    # The modern baselines beside the paper (docs/models.md); every other model ignores these keys. The Transformer's
+    # positions (POSITIONAL_ENCODINGS): "sinusoidal" (Vaswani et al. 2017), "learned" (an absolute table as long as
+    # the longest joint sequence evaluated), "none" (causal masking alone) or "randomised" (Ruoss et al. 2023: an
+    # ordered random subset of a range far longer than any sequence, drawn per sequence).
+    positional_encoding: Literal[POSITIONAL_ENCODINGS] = "sinusoidal"
+    layers: int = 4  # the Transformer's blocks (pre-LayerNorm)
+    heads: int = 4  # its attention heads; they divide its width
+    # Its model width; null: half of hidden, so a grid's hidden axis scales it as it scales the LSTMs, and at hidden
+    # 256 (width 128, 4 blocks, feed-forward 384) it has 703,297 parameters, the Stack-LSTM 700,099 (Table 2).
+    width: int | None = None
+    feedforward: int | None = None  # its feed-forward layer's width; null: 3 times its width
+    # The Joulin-Mikolov stack's depth (rows below it fall off; zeros below the bottom) and how many of its top rows
+    # the controller reads; its rows are memory_width wide. 1024: deeper than any source evaluated (512), so the
+    # bound never cuts a stack that holds the source, as the neural Stack has none.
+    stack_depth: int = 1024
+    stack_read: int = 1
     # Study-only probes of the memory's start (ProbeConfig): none is set by any result the reports give.
     probes: ProbeConfig = field(default_factory=lambda: ProbeConfig())
 
@@ -163,6 +183,19 @@ class ModelConfig:
         if self.readout_width is not None:
             _positive(f"{path}.readout_width", self.readout_width)
             _at_most(f"{path}.readout_width", self.readout_width, MAX_WIDTH)
+        _choice(f"{path}.positional_encoding", self.positional_encoding, POSITIONAL_ENCODINGS)
+        sizes = {"layers": MAX_LAYERS, "heads": MAX_WIDTH, "width": MAX_WIDTH, "feedforward": MAX_WIDTH,
+                 "stack_depth": MAX_STACK_DEPTH, "stack_read": MAX_STACK_DEPTH}  # the modern baselines' sizes
+        for key, limit in sizes.items():
+            value = getattr(self, key)
+            if value is None and key in ("width", "feedforward"):  # null: from hidden (models.transformer_sizes)
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+                raise ConfigError(f"{path}.{key} must be a whole number in [1, {limit:,}], got {value!r}")
+        check = MODEL_CHECKS.get(self.name)  # what its architecture asks of these together (its registry entry)
+        problem = check(self) if check is not None else None
+        if problem:
+            raise ConfigError(f"{path}.{problem}")
 
 
 PROBE_KEYS = tuple(f.name for f in dataclasses.fields(ProbeConfig))
@@ -344,7 +377,10 @@ LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fra
 # part of its identity (the runs of a profile that starts measuring keep their ids, and go on).
 MEASUREMENT_KEYS = ("far_eval_size",)
 LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None,
-                    "source_order": "forward", "forget_bias": None}
+                    "source_order": "forward", "forget_bias": None,
+                    # the Transformer's and the Joulin-Mikolov stack's, which came with them (docs/models.md)
+                    "positional_encoding": "sinusoidal", "layers": 4, "heads": 4, "width": None, "feedforward": None,
+                    "stack_depth": 1024, "stack_read": 1}
 
 
 def _without_later_keys(section: dict, later: dict) -> dict:

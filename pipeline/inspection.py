@@ -224,7 +224,8 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     fig.suptitle(title or f"{trace.run}: {trace.model} on {trace.task}, source length {trace.source_length}; "
                  f"{status}", fontsize=10)
     if not trace.push_ends:
-        axes[0].set_title("a deep LSTM has no memory to draw: tokens, predictions and errors only", fontsize=8)
+        axes[0].set_title("no memory to draw (a deep LSTM, or a baseline beside the paper): tokens, predictions and "
+                          "errors only", fontsize=8)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

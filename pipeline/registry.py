@@ -10,17 +10,20 @@ importing torch.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 
 class Names(Sequence):
-    """The keys of ``registry``, in registration order, as a live read-only sequence."""
+    """The keys of ``registry``, in registration order, as a live read-only sequence; with ``keep``, only those of
+    the entries it keeps (the paper's architectures: :data:`pipeline.models.PAPER_MODEL_NAMES`)."""
 
-    def __init__(self, registry: dict) -> None:
-        self._registry = registry
+    _keep: Callable | None = None
+
+    def __init__(self, registry: dict, keep: Callable | None = None) -> None:
+        self._registry, self._keep = registry, keep
 
     def _keys(self) -> tuple[str, ...]:
-        return tuple(self._registry)
+        return tuple(name for name, entry in self._registry.items() if self._keep is None or self._keep(entry))
 
     def __getitem__(self, index):
         return self._keys()[index]

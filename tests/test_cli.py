@@ -76,7 +76,8 @@ def test_params_json_lists_every_model_and_hidden_size():
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert {(r["model"], r["hidden"]) for r in rows} == {(m, h) for m in ("lstm1", "lstm2", "lstm4", "lstm8", "stack",
-                                                                           "queue", "deque") for h in (256, 512)}
+                                                                           "queue", "deque", "transformer", "jm_stack")
+                                                         for h in (256, 512)}
     assert all(isinstance(r["params"], int) and r["params"] > 0 for r in rows)
 
 
@@ -85,11 +86,12 @@ def test_params_table_shows_ours_beside_the_paper(tmp_path):
     result = runner.invoke(app, ["params", "--output", str(out)])
     assert result.exit_code == 0, result.output
     assert "| Stack-LSTM | 256 | 700,099 | 6.7e+05 |" in result.stdout
+    assert "| Transformer | 256 | 703,297 | 700,099 | 1.005 |" in result.stdout.split("## Beside the paper")[1]
     assert out.read_text() == result.stdout.rstrip("\n") + "\n"
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["train", "--model", "transformer"], "'transformer' is not one of 'lstm1'"),
+    (["train", "--model", "gru"], "'gru' is not one of 'lstm1'"),
     (["train", "--task", "sort"], "'sort' is not one of 'copy'"),
     (["train", "--lr", "0"], "Invalid value for '--lr': got 0.0; it must be a finite number > 0"),
     (["train", "--lr", "-1e-3"], "got -0.001; it must be a finite number > 0"),

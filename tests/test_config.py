@@ -33,7 +33,8 @@ def test_defaults_are_the_paper_settings_and_configs_run_yaml_lists_them():
     ({"training": {"test_eval_size": 5000}}, "training.test_eval_size must lie in [1, 1000]"),
     ({"training": {"eval_every": 20, "perplexity_every": 100}},
      "training.eval_every must be at least perplexity_every (100)"),  # its early checkpoints: no perplexity (NaN)
-    ({"task": "sorting"}, "task must be one of copy, reversal, bigram_flip, svo_sov, gender; got 'sorting'"),
+    ({"task": "sorting"}, "task must be one of copy, reversal, bigram_flip, svo_sov, gender, reverse_string, "
+                          "duplicate_string; got 'sorting'"),
     ({"model": {"name": "gru"}}, "model.name must be one of lstm1, lstm2, lstm4, lstm8, stack, queue, deque"),
     ({"model": "stack"}, "model must be a mapping, got 'stack'"),
     ({"tracking": {"wandb": "yes"}}, "tracking.wandb must be one of 'offline', 'online', 'off'; got 'yes'"),

@@ -1,4 +1,4 @@
-"""The seven architectures: sizes against Table 2, one function whether run whole or step by step, padding that
+"""Every architecture: sizes against Table 2, one function whether run whole or step by step, padding that
 cannot leak, and the controller's initialisation."""
 
 import pytest
@@ -22,7 +22,7 @@ def test_parameter_counts_match_table2_within_15_percent(row):
 
 def tiny(name, implementation="reference"):
     torch.manual_seed(0)
-    return build_model(ModelConfig(name=name, hidden=12, memory_width=6, embedding=5,
+    return build_model(ModelConfig(name=name, hidden=12, memory_width=6, embedding=5, heads=2,  # the Transformer 6 wide
                                    implementation=implementation), 11, 7).double()
 
 

@@ -5,7 +5,15 @@ import numpy as np
 import pytest
 
 from pipeline.config import ConfigError, RunConfig, from_dict
-from pipeline.models import DISPLAY_NAMES, MODEL_NAMES, MODELS, ModelEntry, build_model, register_model
+from pipeline.models import (
+    DISPLAY_NAMES,
+    MODEL_NAMES,
+    MODELS,
+    PAPER_MODEL_NAMES,
+    ModelEntry,
+    build_model,
+    register_model,
+)
 from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.reports.build import TASK_TITLES, model_style
 from pipeline.tasks import TASK_NAMES, TASKS, TaskEntry, get_task, register_task
@@ -49,12 +57,12 @@ def test_registration_refuses_clashes():
         register_model(ModelEntry("stack", "Another", lambda c, i, o: None))
     with pytest.raises(ValueError, match="task 'toy': seed_base 1000 is already 'copy''s"):
         register_task(TaskEntry("toy", lambda: None, "Toy", 1000))
-    assert "toy" not in TASKS and len(MODEL_NAMES) == 7 and len(TASK_NAMES) == 5
+    assert "toy" not in TASKS and len(MODEL_NAMES) == 9 and len(PAPER_MODEL_NAMES) == 7 and len(TASK_NAMES) == 5
 
 
 def test_an_unregistered_model_is_refused_by_the_config():
     with pytest.raises(ConfigError, match="model.name must be one of lstm1, lstm2, lstm4, lstm8, stack, queue, "
-                                          "deque; got 'lstm3'"):
+                                          "deque, transformer, jm_stack; got 'lstm3'"):
         from_dict(RunConfig, {"model": {"name": "lstm3"}})
 
 

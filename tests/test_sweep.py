@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from pipeline.config import ConfigError
-from pipeline.models import DISPLAY_NAMES, MODELS
+from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES
 from pipeline.reports.build import write_report
 from pipeline.reports.table3 import TABLE3_COLUMNS
 from pipeline.rundir import RunDir
@@ -68,7 +68,7 @@ def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
     assert "35 finished" in text and "Made by `pytest` with the code at commit" in text
     assert re.search(r"Compute: [0-9.]+ CPU-hours over the 35 finished runs", text)
     speeds = re.search(r"median ms a batch with \d+ run\(s\) side by side: (.*)\.", text).group(1)
-    assert [name.rsplit(" ", 1)[0] for name in speeds.split(", ")] == [DISPLAY_NAMES[m] for m in MODELS]
+    assert [name.rsplit(" ", 1)[0] for name in speeds.split(", ")] == [DISPLAY_NAMES[m] for m in PAPER_MODEL_NAMES]
     assert all(float(name.rsplit(" ", 1)[1]) > 0 for name in speeds.split(", "))
     for name in ("table3.md", "table2.md", "convergence_reversal.png", "length_gender.png"):
         assert (out / name).is_file() and f"]({name})" in text

@@ -154,4 +154,5 @@ def inspect(
         atomic_write_text(out, trace_json(trace))
     else:
         draw_trace(trace, out)
-    typer.echo(f"wrote {out}" + ("" if trace.push_ends else " (a deep LSTM: no memory to draw)"))
+    typer.echo(f"wrote {out}" + ("" if trace.push_ends else " (no memory to draw: a deep LSTM, or a baseline beside "
+                                                          "the paper)"))

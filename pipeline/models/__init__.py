@@ -1,10 +1,12 @@
-"""Model registry: the seven architectures of the paper, one :class:`ModelEntry` each.
+"""Model registry: the seven architectures of the paper and two modern baselines beside them, one
+:class:`ModelEntry` each.
 
 An entry carries everything about an architecture: how to build it from a :class:`ModelConfig`, the paper's row
 name for it (Tables 2 and 3), its look in figures, and which memory it has. :func:`register_model` adds one; configs,
-the CLI, tables and figures read :data:`MODELS`. ``lstm1`` .. ``lstm8`` are deep LSTMs
-(:mod:`pipeline.models.deep_lstm`); ``stack``, ``queue`` and ``deque`` are memory-enhanced LSTMs
-(:mod:`pipeline.models.memory_lstm`). All implement :class:`TransductionModel`.
+the CLI, tables and figures read :data:`MODELS`, the paper's Tables 2 and 3 :data:`PAPER_MODEL_NAMES`. ``lstm1`` ..
+``lstm8`` are deep LSTMs (:mod:`pipeline.models.deep_lstm`); ``stack``, ``queue`` and ``deque`` are memory-enhanced
+LSTMs (:mod:`pipeline.models.memory_lstm`); ``transformer`` (:mod:`pipeline.models.transformer`) and ``jm_stack``
+(:mod:`pipeline.models.jm_stack`) are not the paper's. All implement :class:`TransductionModel`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ class ModelEntry:
     # Its start: what a ModelConfig's start biases left at "default" become (ModelConfig.resolved). Deep LSTMs have
     # no memory signals, so theirs changes nothing but keeps their run ids as they were.
     start: dict = field(default_factory=lambda: dict(PUSH_START))
+    # One of the paper's architectures: a row of Tables 2 and 3 (the 35 cells) and their figures. False: a baseline
+    # beside them, reported only where a profile trains it (and by `transduce params`, in a section of its own).
+    paper: bool = True
+    # Whether pipeline.training.population can stack P of it as one model (a batched population, a GPU's way); its
+    # runs otherwise train alone, or in a population one member after another.
+    stackable: bool = True
+    # What the architecture asks of its settings together (ModelConfig.validate raises it before any compute): the
+    # text of the first problem, starting with the key it names, or None. Written beside the entry, not in the model's
+    # module, so that validation imports no torch.
+    check: Callable[[ModelConfig], str | None] | None = None
 
     @functools.cached_property
     def memory(self) -> MemoryKind | None:
@@ -117,7 +129,64 @@ register_model(memory_model("queue", "Queue-LSTM", _kind("Queue"), dict(color="#
 register_model(memory_model("deque", "DeQue-LSTM", _kind("DeQue"), dict(color="#ff7f0e", ls=(0, (2, 2)), marker="D"),
                             start=DEQUE_START))
 
+
+# -- modern baselines beside the paper (docs/models.md): not in its Tables 2 and 3 --------------------------------
+
+# Neither has the paper's push and pop signals: their starts leave every start bias at null (nn.Linear's), which they
+# ignore, so that a stored config says nothing they do not have.
+NO_START = dict.fromkeys(PUSH_START)
+
+
+def transformer_sizes(config: ModelConfig) -> tuple[int, int]:
+    """The Transformer's model width and feed-forward width: ``model.width`` and ``model.feedforward``, by default
+    half of ``model.hidden`` and three times the width (at hidden 256 the Stack-LSTM's parameter count)."""
+    width = config.width if config.width is not None else config.hidden // 2
+    return width, config.feedforward if config.feedforward is not None else 3 * width
+
+
+def _transformer(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+    from pipeline.models.transformer import Transformer
+
+    width, feedforward = transformer_sizes(config)
+    return Transformer(input_size, output_size, config.embedding, width=width, layers=config.layers,
+                       heads=config.heads, feedforward=feedforward, positional_encoding=config.positional_encoding,
+                       readout_width=config.readout_width)
+
+
+def _check_transformer(config: ModelConfig) -> str | None:
+    width, _ = transformer_sizes(config)
+    if width < 1:  # only a default width can be: half of hidden 1
+        return f"hidden must be at least 2 where width is null (the width is half of it), got {config.hidden}"
+    said = f"{width}" if config.width is not None else f"{width}, half of hidden {config.hidden}"
+    if width % config.heads:
+        return f"heads must divide the Transformer's width ({said}) into heads of equal width, got {config.heads}"
+    if width % 2 and config.positional_encoding in ("sinusoidal", "randomised"):  # sin and cos in pairs
+        return (f"width must be even for {config.positional_encoding} positional encodings (sine and cosine in "
+                f"pairs), got {said}")
+    return None
+
+
+def _jm_stack(config: ModelConfig, input_size: int, output_size: int) -> TransductionModel:
+    from pipeline.models.jm_stack import JMStackLSTM
+
+    return JMStackLSTM(input_size, output_size, config.hidden, config.embedding, width=config.memory_width,
+                       depth=config.stack_depth, read=config.stack_read, readout_width=config.readout_width)
+
+
+def _check_jm_stack(config: ModelConfig) -> str | None:
+    if config.stack_read > config.stack_depth:
+        return f"stack_read must be at most stack_depth ({config.stack_depth}), got {config.stack_read}"
+    return None
+
+
+register_model(ModelEntry("transformer", "Transformer", _transformer, dict(color="#9467bd", ls=(0, (4, 1, 1, 1)),
+                                                                          marker="P"),
+                          start=NO_START, paper=False, stackable=False, check=_check_transformer))
+register_model(ModelEntry("jm_stack", "JM Stack-LSTM", _jm_stack, dict(color="#8c564b", ls=(0, (1, 2)), marker="X"),
+                          start=NO_START, paper=False, stackable=False, check=_check_jm_stack))
+
 MODEL_NAMES = Names(MODELS)  # live views: a model registered later is listed too
+PAPER_MODEL_NAMES = Names(MODELS, keep=lambda entry: entry.paper)  # the paper's Tables 2 and 3, in its order
 DISPLAY_NAMES = Field(MODELS, "display")
 
 
@@ -172,5 +241,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DISPLAY_NAMES", "MODELS", "MODEL_NAMES", "ModelEntry", "TransductionModel", "build_model",
-           "count_parameters", "memory_model", "memory_of", "register_model"]
+__all__ = ["DISPLAY_NAMES", "MODELS", "MODEL_NAMES", "PAPER_MODEL_NAMES", "ModelEntry", "TransductionModel",
+           "build_model", "count_parameters", "memory_model", "memory_of", "register_model", "transformer_sizes"]

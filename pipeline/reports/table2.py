@@ -1,33 +1,41 @@
-"""Table 2 from our own models: trainable parameters per architecture and hidden size beside the paper's."""
+"""Table 2 from our own models: trainable parameters per architecture and hidden size beside the paper's; the
+modern baselines, which the paper has no row for, beside the Stack-LSTM's in a section of their own."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import pandas as pd
 
-from pipeline.config import MODEL_NAMES, ModelConfig
+from pipeline.config import ModelConfig
 from pipeline.data.encoding import JointVocabulary
-from pipeline.models import DISPLAY_NAMES, build_model, count_parameters
+from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES, build_model, count_parameters
 from pipeline.reports.published import table2 as published_table2
 from pipeline.tasks import get_task
 
 PARAMETER_TASK = "copy"  # 128 source and 128 target symbols, as every synthetic task
+BESIDE = "stack"  # the architecture a baseline without a paper row is counted beside
 
 
-def parameter_table(task: str = PARAMETER_TASK) -> pd.DataFrame:
-    """Our trainable parameters per (model, hidden) beside Table 2: columns model, hidden, params, paper, ratio."""
+def parameter_table(task: str = PARAMETER_TASK, models: Sequence[str] = PAPER_MODEL_NAMES) -> pd.DataFrame:
+    """Our trainable parameters per (model, hidden) beside Table 2: columns model, hidden, params, paper, ratio
+    (paper and ratio NaN for a model the paper has no row for)."""
     vocab = JointVocabulary.for_task(get_task(task))
     paper = published_table2().set_index(["model", "hidden"])["params"]
     rows = []
-    for name in MODEL_NAMES:
+    for name in models:
         for hidden in (256, 512):
             model = build_model(ModelConfig(name=name, hidden=hidden), vocab.input_size, vocab.output_size)
             ours = count_parameters(model)
-            rows.append(dict(model=name, hidden=hidden, params=ours, paper=float(paper[(name, hidden)]),
-                             ratio=ours / paper[(name, hidden)]))
+            published = float(paper.get((name, hidden), math.nan))
+            rows.append(dict(model=name, hidden=hidden, params=ours, paper=published, ratio=ours / published))
     return pd.DataFrame(rows)
 
 
 def table2_markdown(table: pd.DataFrame, provenance: str) -> str:
+    """The paper's rows as Table 2; rows the paper has none for (the modern baselines) after them, beside the
+    Stack-LSTM's count at the same hidden size."""
     lines = [
         "# Table 2: trainable parameters",
         "",
@@ -39,6 +47,19 @@ def table2_markdown(table: pd.DataFrame, provenance: str) -> str:
         "| model | hidden | ours | paper | ours / paper |",
         "|---|---|---|---|---|",
     ]
-    for r in table.itertuples():
+    published = table[table.paper.notna()]
+    for r in published.itertuples():
         lines.append(f"| {DISPLAY_NAMES[r.model]} | {r.hidden} | {r.params:,} | {r.paper:.2g} | {r.ratio:.3f} |")
+    beside = table[table.paper.isna()]
+    if not beside.empty:
+        reference = table[table.model == BESIDE].set_index("hidden")["params"]
+        lines += ["", "## Beside the paper: modern baselines", "",
+                  "Not in the paper's Table 2 (nor its Table 3): counted alike, at their default settings",
+                  f"(docs/models.md), beside the {DISPLAY_NAMES[BESIDE]}'s count at the same hidden size.", "",
+                  f"| model | hidden | ours | {DISPLAY_NAMES[BESIDE]} | ours / {DISPLAY_NAMES[BESIDE]} |",
+                  "|---|---|---|---|---|"]
+        for r in beside.itertuples():
+            stack = reference.get(r.hidden)
+            shown = ("—", "—") if stack is None else (f"{stack:,}", f"{r.params / stack:.3f}")
+            lines.append(f"| {DISPLAY_NAMES[r.model]} | {r.hidden} | {r.params:,} | {shown[0]} | {shown[1]} |")
     return "\n".join(lines) + "\n"

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import MODEL_NAMES, SweepConfig, TrainingConfig, config_hash
-from pipeline.models import DISPLAY_NAMES, memory_of
+from pipeline.config import SweepConfig, TrainingConfig, config_hash
+from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES, memory_of
 from pipeline.provenance import provenance_flags
 from pipeline.reports.published import table3 as published_table3
 from pipeline.reports.stops import rejudged_stop
@@ -348,7 +348,7 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
     cells = {(run.task, run.model.name) for run in sweep.runs()}
     rows = []
     for task in TASK_NAMES:
-        for model in MODEL_NAMES:
+        for model in PAPER_MODEL_NAMES:
             row: dict = {"task": task, "model": model, "in_profile": (task, model) in cells}
             for m in METRICS:  # a registered architecture or task the paper did not run has no paper values
                 row[f"paper_{m}"] = paper.loc[(task, model), m] if (task, model) in paper.index else math.nan
@@ -521,7 +521,7 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
     norm, cmap = TwoSlopeNorm(vcenter=0.0, vmin=-1.0, vmax=1.0), plt.get_cmap("RdBu")
     for ax, metric, name in zip(axes, ("test_coarse", "train_coarse"), ("Test", "Training")):
         for i, task in enumerate(TASK_NAMES):
-            for j, model in enumerate(MODEL_NAMES):
+            for j, model in enumerate(PAPER_MODEL_NAMES):
                 rows = table[(table.task == task) & (table.model == model)]
                 if rows.empty:
                     continue
@@ -539,9 +539,9 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
                 if isinstance(r.verdict, str):
                     ax.text(j + 0.93, i + 0.1, VERDICT_MARKS[r.verdict], ha="right", va="top", fontsize=10,
                             color="white" if dark else "black")
-        ax.set_xlim(0, len(MODEL_NAMES))
+        ax.set_xlim(0, len(PAPER_MODEL_NAMES))
         ax.set_ylim(len(TASK_NAMES), 0)
-        ax.set_xticks([j + 0.5 for j in range(len(MODEL_NAMES))], [DISPLAY_NAMES[m] for m in MODEL_NAMES],
+        ax.set_xticks([j + 0.5 for j in range(len(PAPER_MODEL_NAMES))], [DISPLAY_NAMES[m] for m in PAPER_MODEL_NAMES],
                       rotation=20, fontsize=9)
         ax.set_yticks([i + 0.5 for i in range(len(TASK_NAMES))], [titles.get(t, t) for t in TASK_NAMES], fontsize=9)
         ax.tick_params(length=0)
