@@ -13,6 +13,10 @@ position up to and including the first error; what comes after the first error c
 ``#correct_i`` is the length of the prefix on which the teacher-forced argmax matches the target, and generation
 never has to run step by step. :func:`greedy_correct_prefix` decodes literally, one step at a time; tests check the
 two agree on real model outputs.
+
+Beside them, for the cross-check tasks of Delétang et al. 2023 (:mod:`pipeline.tasks.deletang`), their score: the
+share of target tokens right at each source length, averaged over the lengths
+(:func:`length_averaged_token_accuracy`), on greedy outputs that go on past an error (:func:`greedy_correct_tokens`).
 """
 
 from __future__ import annotations
@@ -90,6 +94,24 @@ def coarse_accuracy(correct_prefix: Tensor, target_lengths: Tensor) -> float:
 def fine_accuracy(correct_prefix: Tensor, target_lengths: Tensor) -> float:
     """Mean over sequences of (symbols right before the first error) / |target incl. </s>|."""
     return (correct_prefix.double() / target_lengths.double()).mean().item()
+
+
+def correct_tokens(outputs: Sequence[int], target: Sequence[int]) -> int:
+    """Delétang et al.'s per-token count: the target positions j whose output is ``target[j]``, whether or not an
+    earlier one was wrong. An output that ended early (``</s>``) is wrong where it is missing; outputs past the
+    target's length are not scored (theirs are as long as the target by construction)."""
+    return sum(o == t for o, t in zip(outputs, target))
+
+
+def length_averaged_token_accuracy(correct: Tensor, target_lengths: Tensor, source_lengths: Tensor) -> float:
+    """Delétang et al. 2023's score: at each source length the share of target tokens right (their ``accuracy_fn``
+    over a batch of one length), then the mean over the lengths, each length counting once however many sequences
+    it has. ``correct`` (N,): :func:`correct_tokens` per sequence; ``target_lengths`` (N,): |target| without
+    ``</s>`` (their targets have none). Over the lengths they score (41..500: the test and long sets of their tasks
+    together) it is their score of one trained model."""
+    per_length = [correct[source_lengths == k].sum() / target_lengths[source_lengths == k].sum()
+                  for k in torch.unique(source_lengths)]
+    return torch.stack(per_length).double().mean().item()
 
 
 def correct_prefix_from_logits(logits: Tensor, batch: Batch) -> Tensor:
@@ -171,6 +193,15 @@ def greedy_correct_prefix(model: TransductionModel, pairs: list[Pair], vocab: Jo
         outputs = greedy_decode(model, pair.source, vocab, len(reference), reference=reference)
         result.append(next((j for j, (o, r) in enumerate(zip(outputs, reference)) if o != r), len(outputs)))
     return torch.tensor(result)
+
+
+def greedy_correct_tokens(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary) -> Tensor:
+    """:func:`correct_tokens` of each pair's greedy output (:func:`greedy_decode`): |target| outputs, fewer if the
+    model ends with ``</s>``, each fed back as it came, right or wrong. Teacher forcing would feed the reference
+    after an error, which Delétang et al.'s models never see: theirs predict every output position from the input
+    alone (or, autoregressive, from their own outputs). One sequence at a time, as greedy decoding is."""
+    return torch.tensor([correct_tokens(greedy_decode(model, pair.source, vocab, len(pair.target)), pair.target)
+                         for pair in pairs])
 
 
 @torch.no_grad()

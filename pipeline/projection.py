@@ -118,20 +118,26 @@ class Phase:
     finals: int  # runs that end in this phase (their final evaluation counted here)
 
 
-def length_ratios() -> dict[str, float]:
-    """Each split's mean joint length (``<s> source <|> target </s>``, target as long as source, source lengths
-    uniform over the split) over the training step's static length (the longest training sequence)."""
-    from pipeline.tasks.base import SPLITS
+def length_ratios(task_name: str) -> dict[str, float]:
+    """Each split's mean joint length (``<s> source <|> target </s>``, source lengths uniform over the split) for
+    task ``task_name``, over the training step's static length (the longest training sequence)."""
+    from pipeline.tasks import SPLITS, get_task
     from pipeline.training.run import static_length
 
-    return {split: (2 * (lo + hi) / 2 + 3) / static_length() for split, (lo, hi) in SPLITS.items()}
+    task = get_task(task_name)
+
+    def mean(split: str) -> float:
+        lo, hi = task.lengths(split)
+        return (lo + hi) / 2 + (task.target_length(lo) + task.target_length(hi)) / 2 + 3
+
+    return {split: mean(split) / static_length() for split in SPLITS}
 
 
 def evaluation_rows(run: RunConfig) -> tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]:
     """(one evaluation's, the final evaluation's) (sequences, length ratio) per split a run scores."""
     from pipeline.training.engine import EVAL_SPLITS
 
-    ratio = length_ratios()
+    ratio = length_ratios(run.task)
     t = run.training
     during = ((t.eval_size, ratio["train"]), (t.test_eval_size, ratio["test"]))
     final = tuple((t.final_eval_size, ratio[split]) for split in EVAL_SPLITS)

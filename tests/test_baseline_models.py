@@ -182,11 +182,18 @@ def test_every_evaluation_draws_the_same_positions():
 
 
 def test_positions_reach_every_length_evaluated():
+    """Every registered task's longest joint sequence, in its splits and in the far bands, fits the learned table,
+    and the randomised range is over twice that."""
     from pipeline.generalisation import FAR_BANDS
-    from pipeline.tasks.base import SPLITS
+    from pipeline.tasks import SPLITS, TASK_NAMES
 
-    longest = max(FAR_BANDS[-1][1], *(high for _, high in SPLITS.values()))
-    assert MAX_SOURCE >= longest and MAX_POSITIONS >= 2 * longest + 3 and RANDOM_RANGE >= 1.9 * MAX_POSITIONS
+    far = FAR_BANDS[-1][1]
+    assert MAX_SOURCE >= far
+    for name in TASK_NAMES:
+        task = get_task(name)
+        longest = max(far + task.target_length(far) + 3, *(task.longest_joint_sequence(s) for s in SPLITS))
+        assert MAX_POSITIONS >= longest, name
+    assert RANDOM_RANGE >= 2 * MAX_POSITIONS
     assert ENCODINGS == POSITIONAL_ENCODINGS  # the config allows what the model implements
     model = tiny("transformer-learned")
     model(torch.ones(1, MAX_POSITIONS, dtype=torch.long))

@@ -18,12 +18,12 @@ from pipeline.data.cache import (
     read_eval_set,
     set_paths,
 )
-from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES, get_task, has_length_choice
+from pipeline.tasks import LENGTH_DISTRIBUTIONS, PAPER_TASK_NAMES, SPLITS, get_task, has_length_choice
 
 
 @pytest.fixture(scope="module")
 def full_cache(tmp_path_factory):
-    """Every set of every task, generated once for this module (a few seconds)."""
+    """Every set of the paper's tasks (the default), generated once for this module (a few seconds)."""
     cache_dir = tmp_path_factory.mktemp("data_cache")
     labels = []
     sets = generate_eval_sets(cache_dir=cache_dir, progress=labels.append)
@@ -33,13 +33,13 @@ def full_cache(tmp_path_factory):
 def test_generate_fills_every_set_with_the_papers_sizes(full_cache):
     cache_dir, sets, labels = full_cache
     expected = []
-    for t in TASK_NAMES:
+    for t in PAPER_TASK_NAMES:
         readings = [f" ({r} lengths)" for r in LENGTH_DISTRIBUTIONS] if has_length_choice(t) else [""]
         expected += [f"{t}/{s}{r}" for r in readings for s in SPLITS]
     assert labels == expected
     for eval_set in sets:
         task = get_task(eval_set.task, eval_set.length_distribution)
-        low, high = SPLITS[eval_set.split]
+        low, high = task.window(eval_set.split)
         assert len(eval_set) == EVAL_SET_SIZE == 1000
         assert all(low <= len(p.source) <= high for p in eval_set.pairs)
         assert (eval_set.source_vocab, eval_set.target_vocab) == (task.source_vocab, task.target_vocab)
@@ -62,7 +62,7 @@ def test_loading_a_valid_cache_is_silent_and_returns_the_generated_data(full_cac
 
 
 def test_seeds_are_the_documented_ones_and_sets_are_reproducible():
-    assert [eval_seed(t, "train") for t in TASK_NAMES] == [1001, 2001, 3001, 4001, 5001]
+    assert [eval_seed(t, "train") for t in PAPER_TASK_NAMES] == [1001, 2001, 3001, 4001, 5001]
     assert (eval_seed("gender", "test"), eval_seed("gender", "long")) == (5002, 5003)
     expected = get_task("svo_sov").sample_batch(np.random.default_rng(4001), "train", EVAL_SET_SIZE)
     assert list(build_eval_set("svo_sov", "train").pairs) == expected
@@ -122,6 +122,7 @@ def remove_data(path):
     (edit_manifest("generator_version", "0"), r"stale: .* generator_version='0', the current code makes '1'"),
     (edit_manifest("task_fingerprint", "copy:old"), r"stale: .* task_fingerprint='copy:old'"),
     (edit_manifest("seed", 7), r"stale: .* seed=7, the current code makes 1001"),
+    (edit_manifest("source_lengths", [1, 40]), r"stale: .* source_lengths=\[1, 40\], the current code makes \[8, 64\]"),
     (garble_manifest, r"manifest .* is unreadable"),
     (remove_data, r"data file .* is unreadable"),
 ])

@@ -17,6 +17,7 @@ from pipeline.config import (
     MEASUREMENT_KEYS,
     RunConfig,
     config_hash,
+    model_settings,
     stored_run_config,
     to_dict,
 )
@@ -195,7 +196,7 @@ def test_run_ids_made_before_the_setting_existed_are_kept():
         # their old value)
         training = {k: v for k, v in to_dict(config.training).items()
                     if k != "max_batches" and k not in LATER_TRAINING_KEYS and k not in MEASUREMENT_KEYS}
-        model = {k: v for k, v in to_dict(config.model.resolved()).items() if k not in LATER_MODEL_KEYS}
+        model = {k: v for k, v in model_settings(config.model.resolved()).items() if k not in LATER_MODEL_KEYS}
         old = {"task": config.task, "model": model, "training": training}
         return config_hash(old)
 

@@ -303,9 +303,9 @@ def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path,
     built = []
     original = engine.BatchedPopulation.of.__func__
 
-    def counting(cls, members, device, length=None):
+    def counting(cls, members, device, length=None, vocab=None):
         built.append([m.config.task for m in members])
-        return original(cls, members, device, length)
+        return original(cls, members, device, length, vocab)
 
     monkeypatch.setattr(engine.BatchedPopulation, "of", classmethod(counting))
     configs = [member("copy", 3, 1e-3, max_batches=100), member("reversal", 7, 5e-4, max_batches=60),

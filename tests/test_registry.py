@@ -16,7 +16,7 @@ from pipeline.models import (
 )
 from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.reports.build import TASK_TITLES, model_style
-from pipeline.tasks import TASK_NAMES, TASKS, TaskEntry, get_task, register_task
+from pipeline.tasks import PAPER_TASK_NAMES, TASK_NAMES, TASKS, TaskEntry, get_task, register_task
 from pipeline.tasks.synthetic import SyntheticTask
 
 
@@ -57,7 +57,8 @@ def test_registration_refuses_clashes():
         register_model(ModelEntry("stack", "Another", lambda c, i, o: None))
     with pytest.raises(ValueError, match="task 'toy': seed_base 1000 is already 'copy''s"):
         register_task(TaskEntry("toy", lambda: None, "Toy", 1000))
-    assert "toy" not in TASKS and len(MODEL_NAMES) == 9 and len(PAPER_MODEL_NAMES) == 7 and len(TASK_NAMES) == 5
+    assert "toy" not in TASKS and len(MODEL_NAMES) == 9 and len(PAPER_MODEL_NAMES) == 7
+    assert len(TASK_NAMES) == 7 and len(PAPER_TASK_NAMES) == 5
 
 
 def test_an_unregistered_model_is_refused_by_the_config():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.tasks import SPLITS, TASK_NAMES, Pair, get_task
+from pipeline.tasks import PAPER_TASK_NAMES, SPLITS, TASK_NAMES, Pair, get_task
 
 SEEDS = st.integers(min_value=0, max_value=2**32 - 1)
 
@@ -20,9 +20,12 @@ def decoded(name, split, n, seed):
 # -------------------------------------------------------------------------------------------- the registry
 
 def test_registry_names_and_windows():
-    assert TASK_NAMES == ("copy", "reversal", "bigram_flip", "svo_sov", "gender")
+    assert PAPER_TASK_NAMES == ("copy", "reversal", "bigram_flip", "svo_sov", "gender")
+    assert TASK_NAMES == (*PAPER_TASK_NAMES, "reverse_string", "duplicate_string")  # Delétang et al.'s, beside them
     assert SPLITS == {"train": (8, 64), "test": (65, 128), "long": (129, 256)}
     assert all(get_task(name).name == name for name in TASK_NAMES)
+    assert all(get_task(name).splits == SPLITS for name in PAPER_TASK_NAMES)
+    assert all(tuple(get_task(name).splits) == tuple(SPLITS) for name in TASK_NAMES)  # the same three names
 
 
 def test_unknown_task_names_list_the_known_ones():
@@ -52,7 +55,7 @@ def test_vocabulary_sizes(name, sizes):
 @pytest.mark.parametrize("split", SPLITS)
 def test_lengths_stay_in_the_window_and_ids_in_the_vocabulary(name, split):
     task = get_task(name)
-    low, high = SPLITS[split]
+    low, high = task.window(split)
     pairs = task.sample_batch(np.random.default_rng(1), split, 150)
     assert all(isinstance(p, Pair) for p in pairs)
     assert all(low <= len(p.source) <= high for p in pairs)

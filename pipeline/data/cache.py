@@ -1,7 +1,8 @@
 """Evaluation sets, generated once into ``data_cache/`` and verified every time they are loaded.
 
 Per task there are three sets of ``EVAL_SET_SIZE`` pairs: ``train`` (the paper's training-length condition),
-``test`` (its test-length condition) and ``long`` (ours, for accuracy-by-length curves). Set ``(task, split)`` is
+``test`` (its test-length condition) and ``long`` (ours, for accuracy-by-length curves), each over the task's own
+window of source lengths (``Task.window``: the paper's for its five tasks). Set ``(task, split)`` is
 ``task.sample_batch(np.random.default_rng(eval_seed(task, split)), split, EVAL_SET_SIZE)``, so any machine
 regenerates identical files.
 
@@ -14,7 +15,8 @@ A task whose lengths can be distributed two ways (the ITG tasks: ``pipeline.task
 set per reading, under ``data_cache/<task>/<reading>-lengths/``, each with its own fingerprint.
 
 A set is used only if its manifest matches what the current code would generate (generator version, task
-fingerprint, seed, size) and the data file matches the manifest's checksum and the task's vocabularies.
+fingerprint, seed, size, source-length window) and the data file matches the manifest's checksum and the task's
+vocabularies.
 Otherwise it is regenerated with a :class:`CacheWarning` that says what was wrong; it is never used silently.
 """
 
@@ -34,8 +36,8 @@ from pipeline.paths import data_cache
 from pipeline.tasks import (
     DEFAULT_LENGTH_DISTRIBUTION,
     LENGTH_DISTRIBUTIONS,
+    PAPER_TASK_NAMES,
     SPLITS,
-    TASK_NAMES,
     TASKS,
     Pair,
     check_length_distribution,
@@ -114,11 +116,11 @@ def write_eval_set(eval_set: EvalSet, cache_dir: str | Path | None = None) -> Pa
               "source_vocab": list(eval_set.source_vocab), "target_vocab": list(eval_set.target_vocab)}
     lines = ",\n".join(json.dumps([list(p.source), list(p.target)], separators=(",", ":")) for p in eval_set.pairs)
     data = (json.dumps(header)[:-1] + ',\n"pairs": [\n' + lines + "\n]}\n").encode()
+    task = get_task(eval_set.task, reading)
     manifest = {"task": eval_set.task, "split": eval_set.split, "seed": eval_set.seed, "size": len(eval_set),
-                "source_lengths": list(SPLITS[eval_set.split]), "generator_version": eval_set.generator_version,
-                "length_distribution": get_task(eval_set.task, reading).length_distribution,
-                "task_fingerprint": get_task(eval_set.task, reading).fingerprint(), "data_file": data_path.name,
-                "sha256": hashlib.sha256(data).hexdigest()}
+                "source_lengths": list(task.window(eval_set.split)), "generator_version": eval_set.generator_version,
+                "length_distribution": task.length_distribution, "task_fingerprint": task.fingerprint(),
+                "data_file": data_path.name, "sha256": hashlib.sha256(data).hexdigest()}
     atomic_write_bytes(data_path, data)
     atomic_write_bytes(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
     return data_path
@@ -159,11 +161,12 @@ def generate_eval_sets(task_names: Iterable[str] | None = None, splits: Iterable
                        progress: Callable[[str], None] | None = None,
                        length_distributions: Iterable[str] | None = None) -> list[EvalSet]:
     """Fill the cache: every (task, split) set not already there and valid is generated (all of them with
-    ``force``), for each reading of ``length_distributions`` (default: all) of a task that has a choice. Stale or
-    corrupt sets are replaced with a CacheWarning. ``progress`` is called with ``"task/split"`` (``"task/split
+    ``force``) for ``task_names`` (default: the paper's five, :data:`~pipeline.tasks.PAPER_TASK_NAMES`), for each
+    reading of ``length_distributions`` (default: all) of a task that has a choice. Stale or corrupt sets are
+    replaced with a CacheWarning. ``progress`` is called with ``"task/split"`` (``"task/split
     (reading lengths)"``) after each set. All names are checked before any work starts."""
     cache_dir = cache_root(cache_dir)
-    task_names = list(TASK_NAMES if task_names is None else task_names)
+    task_names = list(PAPER_TASK_NAMES if task_names is None else task_names)
     splits = list(SPLITS if splits is None else splits)
     readings = list(LENGTH_DISTRIBUTIONS if length_distributions is None else length_distributions)
     for name in task_names:
@@ -222,7 +225,8 @@ def _read_verified(task_name: str, split: str, cache_dir: str | Path,
         raise _Unusable(f"manifest {manifest_path} is unreadable ({error})") from None
     task = get_task(task_name, length_distribution)
     expected = {"task": task_name, "split": split, "seed": eval_seed(task_name, split), "size": EVAL_SET_SIZE,
-                "generator_version": GENERATOR_VERSION, "task_fingerprint": task.fingerprint()}
+                "source_lengths": list(task.window(split)), "generator_version": GENERATOR_VERSION,
+                "task_fingerprint": task.fingerprint()}
     for key, value in expected.items():
         if manifest.get(key) != value:
             raise _Unusable(f"stale: manifest {manifest_path} has {key}={manifest.get(key)!r}, "
@@ -241,7 +245,7 @@ def _read_verified(task_name: str, split: str, cache_dir: str | Path,
         raise _Unusable(f"corrupt: {data_path} does not parse ({error})") from None
     if vocabularies != (task.source_vocab, task.target_vocab):
         raise _Unusable(f"stale: the vocabularies in {data_path} differ from the task's")
-    low, high = SPLITS[split]
+    low, high = task.window(split)
     if len(pairs) != EVAL_SET_SIZE or not all(low <= len(p.source) <= high for p in pairs):
         raise _Unusable(f"corrupt: {data_path} does not hold {EVAL_SET_SIZE} pairs of source length {low}..{high}")
     return EvalSet(task_name, split, manifest["seed"], pairs, *vocabularies, manifest["generator_version"],

@@ -37,8 +37,9 @@ from torch import Tensor, nn
 from pipeline.models.base import TransductionModel
 
 MAX_SOURCE = 512  # the longest source any evaluation reads (pipeline.generalisation's far bands; tested)
-MAX_POSITIONS = 2 * MAX_SOURCE + 3  # <s> source <|> target, and the one more position greedy decoding may ask for
-RANDOM_RANGE = 2048  # Ruoss et al.'s L, the positions a randomised encoding draws from: about twice MAX_POSITIONS
+# <s> source <|> target </s> at the longest source, a target at most twice its source (duplicate_string's)
+MAX_POSITIONS = 3 * MAX_SOURCE + 3
+RANDOM_RANGE = 4096  # Ruoss et al.'s L, the positions a randomised encoding draws from: over twice MAX_POSITIONS
 ENCODINGS = ("sinusoidal", "learned", "none", "randomised")  # pipeline.config.POSITIONAL_ENCODINGS (tested)
 EVALUATION = -1  # the stream of draws every evaluation starts from (training batch n draws from stream n)
 

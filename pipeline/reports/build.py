@@ -46,7 +46,8 @@ from pipeline.reports.table3 import (
 )
 from pipeline.rundir import RunDir, upgraded_results
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
-from pipeline.tasks import SPLITS, TASK_NAMES, TASKS
+from pipeline.tasks import PAPER_TASK_NAMES as TASK_NAMES  # the paper's five: its reports and figures
+from pipeline.tasks import TASKS, get_task
 from pipeline.training.results import (
     LEARNED_COARSE,
     TEST_COARSE,
@@ -243,8 +244,8 @@ def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> b
                 (binned["middle"], binned["fine"], None)]
 
     def mark_windows(ax):
-        ax.axvspan(*SPLITS["train"], color="grey", alpha=0.12, lw=0)
-        ax.axvline(SPLITS["test"][1], color="grey", lw=0.8, ls=":")
+        ax.axvspan(*get_task(task).window("train"), color="grey", alpha=0.12, lw=0)
+        ax.axvline(get_task(task).window("test")[1], color="grey", lw=0.8, ls=":")
 
     part = _in_model_order(selected, task)
     panels = [("coarse accuracy (band: 95% interval)", "accuracy", (-0.03, 1.03)),
@@ -333,7 +334,7 @@ def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
         axes[0][column].set_title(TASK_TITLES[task], fontsize=10)
         for row in range(2):
             ax = axes[row][column]
-            ax.axvline(SPLITS["test"][1], color="grey", lw=0.8, ls=":")
+            ax.axvline(get_task(task).window("test")[1], color="grey", lw=0.8, ls=":")
             ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
         axes[1][column].set_xlabel("source length (band middle)", fontsize=9)

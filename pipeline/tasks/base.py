@@ -10,7 +10,9 @@ import numpy as np
 from pipeline.checks import check_integer
 
 # Inclusive source-length windows. "train" and "test" are the paper's two conditions (§4.1, §4.3); "long" is ours,
-# for accuracy-by-length curves beyond the test lengths.
+# for accuracy-by-length curves beyond the test lengths. These are the paper's tasks' windows; a task defined with
+# other lengths (the cross-check tasks of Delétang et al., pipeline.tasks.deletang) has its own windows under the
+# same three names (Task.splits): the seeds, the cache and the evaluation go by the names, the lengths by the task.
 SPLITS: dict[str, tuple[int, int]] = {"train": (8, 64), "test": (65, 128), "long": (129, 256)}
 
 # How the source lengths of a split are distributed, for tasks whose generator has a choice (the ITG grammars):
@@ -28,11 +30,11 @@ class Pair:
     target: tuple[int, ...]
 
 
-def check_split(split: str) -> tuple[int, int]:
-    """The length window of ``split``; a clear error for anything else."""
+def check_split(split: str) -> str:
+    """``split`` if it names a split, else a clear error. Its window is the task's (:meth:`Task.window`)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; choose from: {', '.join(SPLITS)}")
-    return SPLITS[split]
+    return split
 
 
 def check_length_distribution(reading: str) -> str:
@@ -55,6 +57,26 @@ class Task(abc.ABC):
     # The task's reading of LENGTH_DISTRIBUTIONS, or None when its generator has only one (the synthetic tasks draw
     # lengths uniformly whatever is asked, so both readings are the same data).
     length_distribution: str | None = None
+    # The source-length window of each split, under SPLITS' names: the paper's unless the task has its own lengths.
+    splits: dict[str, tuple[int, int]] = SPLITS
+
+    def window(self, split: str) -> tuple[int, int]:
+        """The source-length window of ``split`` (inclusive) for this task."""
+        return self.splits[check_split(split)]
+
+    def lengths(self, split: str) -> tuple[int, int]:
+        """Smallest and largest source length ``split`` can hold: its window, unless the task narrows it."""
+        return self.window(split)
+
+    def target_length(self, source_length: int) -> int:
+        """|target| for a source of ``source_length`` symbols: a function of the source length alone for every task
+        here, and equal to it unless the task says otherwise (``duplicate_string``'s is twice as long)."""
+        return source_length
+
+    def longest_joint_sequence(self, split: str) -> int:
+        """Tokens of the longest ``<s> source <|> target </s>`` of ``split``: at its longest source."""
+        longest = self.lengths(split)[1]
+        return longest + self.target_length(longest) + 3
 
     def with_length_distribution(self, reading: str) -> Task:
         """This task with its source lengths distributed as ``reading`` says (itself if it has no choice)."""
@@ -67,7 +89,7 @@ class Task(abc.ABC):
 
     def sample_batch(self, rng: np.random.Generator, split: str, n: int) -> list[Pair]:
         """``n`` independent pairs from the window of ``split``, fully determined by the state of ``rng``."""
-        return self.sample_window(rng, check_split(split), n)
+        return self.sample_window(rng, self.window(split), n)
 
     @abc.abstractmethod
     def sample_window(self, rng: np.random.Generator, window: tuple[int, int], n: int) -> list[Pair]:

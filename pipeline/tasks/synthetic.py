@@ -1,4 +1,5 @@
-"""The three synthetic tasks of §4.1: copy, reversal and bigram flipping over 128 meaningless symbols."""
+"""The three synthetic tasks of §4.1: copy, reversal and bigram flipping over 128 meaningless symbols; and the same
+kind of task over other alphabets and lengths (the binary cross-check tasks: :mod:`pipeline.tasks.deletang`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.tasks.base import Pair, Task, check_count, check_split
+from pipeline.tasks.base import SPLITS, Pair, Task, check_count
 
 VOCAB_SIZE = 128
+SYMBOLS = tuple(f"a{i}" for i in range(1, VOCAB_SIZE + 1))  # the paper's tasks' alphabet, spelt a1 .. a128
 
 
 def copy(source: np.ndarray) -> np.ndarray:
@@ -28,19 +30,26 @@ def flip_bigrams(source: np.ndarray) -> np.ndarray:
 
 class SyntheticTask(Task):
     """Sources of length uniform over the split's window, symbols uniform with replacement; the target is a
-    deterministic function of the source. Source and target have separate vocabularies (§4) that happen to share
-    spellings ``a1 .. a128``, so that a person reading a copy example sees the copy."""
+    deterministic function of the source. Source and target have separate vocabularies (§4) that share spellings
+    (``a1 .. a128`` unless ``symbols`` says otherwise), so that a person reading a copy example sees the copy.
+    ``splits``: the source-length windows, the paper's unless given."""
 
-    def __init__(self, name: str, transform: Callable[[np.ndarray], np.ndarray], even_lengths: bool = False):
+    def __init__(self, name: str, transform: Callable[[np.ndarray], np.ndarray], even_lengths: bool = False,
+                 symbols: tuple[str, ...] = SYMBOLS, splits: dict[str, tuple[int, int]] = SPLITS):
         self.name = name
         self.transform = transform
         self.even_lengths = even_lengths
-        self.source_vocab = tuple(f"a{i}" for i in range(1, VOCAB_SIZE + 1))
+        self.source_vocab = tuple(symbols)
         self.target_vocab = self.source_vocab
+        self.splits = splits
 
     def lengths(self, split: str) -> tuple[int, int]:
         """Smallest and largest source length of ``split`` (the window, shrunk to even numbers for bigram flip)."""
-        return self.window_lengths(check_split(split))
+        return self.window_lengths(self.window(split))
+
+    def target_length(self, source_length: int) -> int:
+        # Whatever the transform makes of a source of that length (only its length matters to every transform here).
+        return len(self.transform(np.zeros(source_length, dtype=np.int64)))
 
     def window_lengths(self, window: tuple[int, int]) -> tuple[int, int]:
         low, high = window
@@ -53,9 +62,10 @@ class SyntheticTask(Task):
         low, high = self.window_lengths(window)
         step = 2 if self.even_lengths else 1
         lengths = step * rng.integers(low // step, high // step + 1, size=n)
-        symbols = rng.integers(0, VOCAB_SIZE, size=int(lengths.sum()))
+        symbols = rng.integers(0, len(self.source_vocab), size=int(lengths.sum()))
         sources = np.split(symbols, np.cumsum(lengths)[:-1])
         return [Pair(tuple(s.tolist()), tuple(self.transform(s).tolist())) for s in sources]
 
     def fingerprint(self) -> str:
-        return f"{self.name}:{self.transform.__name__}:{VOCAB_SIZE}:{'even' if self.even_lengths else 'all'}"
+        lengths = "even" if self.even_lengths else "all"
+        return f"{self.name}:{self.transform.__name__}:{len(self.source_vocab)}:{lengths}"

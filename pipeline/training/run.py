@@ -110,11 +110,11 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bo
 
 
 def static_length() -> int:
-    """The longest joint sequence of training: ``<s> source <|> target </s>`` at the longest training source (every
-    task's target is as long as its source)."""
-    from pipeline.tasks.base import SPLITS
+    """The longest joint sequence of training: ``<s> source <|> target </s>`` at the longest training source of any
+    registered task (131: the paper's tasks at source 64)."""
+    from pipeline.tasks import longest_training_sequence
 
-    return 2 * SPLITS["train"][1] + 3
+    return longest_training_sequence()
 
 
 def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_dir: Path | None = None,
