@@ -100,14 +100,6 @@ def test_training_lengths_are_uniform_over_1_to_40():
 
 # ------------------------------------------------------------------------------------- seeds and the cache
 
-@pytest.mark.parametrize("name", DELETANG)
-def test_same_seed_same_data_other_seed_other_data(name):
-    task = get_task(name)
-    first = task.sample_batch(np.random.default_rng(11), "test", 20)
-    assert task.sample_batch(np.random.default_rng(11), "test", 20) == first
-    assert task.sample_batch(np.random.default_rng(12), "test", 20) != first
-
-
 def test_registered_beside_the_paper_with_their_own_seeds():
     assert [TASKS[name].paper for name in TASK_NAMES] == [True] * 5 + [False] * 2
     assert all(name not in PAPER_TASK_NAMES for name in DELETANG)

@@ -62,22 +62,32 @@ def test_every_member_equals_its_run_trained_alone(model, clip_mode):
                member_config("bigram_flip", 11, 5e-4, model, clip_mode)]
     singles = [single_run(c) for c in configs]
     population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    assert_members_equal_their_runs_alone(population, configs, singles, STEPS, clip_mode)
+
+
+def assert_members_equal_their_runs_alone(population, configs, singles, steps, clip_mode="norm"):
+    """Step ``population`` ``steps`` times, each member on its own run's batches, and check in float64 that every
+    member equals its run trained alone: losses, parameters and RMSProp state (each member's own part of a padded
+    one). Returns the population's optimizer and, per member, the run alone's module and optimizer."""
     t = configs[0].training
     optimizer = PopulationRMSprop(population.ordered_parameters(), [c.training.lr for c in configs],
                                   t.rmsprop_alpha, t.rmsprop_eps)
     losses = [nll / tokens for nll, tokens in
               (population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip,
                                clip_mode)
-               for step in range(STEPS))]
+               for step in range(steps))]
+    alone_runs = []
     for k, config in enumerate(configs):
-        alone, module, alone_optimizer = train_alone(config, STEPS)
+        alone, module, alone_optimizer = train_alone(config, steps)
         assert [loss[k].item() for loss in losses] == pytest.approx(alone, rel=1e-9, abs=0)
         together = population.member_state_dict(k)
         for name, p in module.model.named_parameters():
             torch.testing.assert_close(together[name], p.detach(), rtol=1e-9, atol=1e-12, msg=name)
+            mine = optimizer.square_avg[population.names.index(name)][population.own(k, name)]
             state = alone_optimizer.state[p]["square_avg"]
-            mine = optimizer.square_avg[population.names.index(name)][k]
             torch.testing.assert_close(mine, state, rtol=1e-9, atol=1e-15, msg=f"square_avg of {name}")
+        alone_runs.append((module, alone_optimizer))
+    return optimizer, alone_runs
 
 
 @pytest.mark.parametrize("model", [2, "stack"])
@@ -100,24 +110,12 @@ def test_members_of_other_vocabularies_padded_to_the_largest_equal_their_runs_al
     kind = PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM
     population = kind([m.model for m, _ in singles])
     assert population.padded and population.vocab == (max(i for i, _ in sizes), max(o for _, o in sizes))
-    t = configs[0].training
-    optimizer = PopulationRMSprop(population.ordered_parameters(), [c.training.lr for c in configs],
-                                  t.rmsprop_alpha, t.rmsprop_eps)
-    steps = STEPS // 2
-    losses = [nll / tokens for nll, tokens in
-              (population_step(population, optimizer, [batches.batch(step) for _, batches in singles], t.clip)
-               for step in range(steps))]
-    for k, config in enumerate(configs):
-        alone, trained, alone_optimizer = train_alone(config, steps)
-        assert [loss[k].item() for loss in losses] == pytest.approx(alone, rel=1e-9, abs=0)
+    optimizer, alone_runs = assert_members_equal_their_runs_alone(population, configs, singles, STEPS // 2)
+    for k, (trained, _) in enumerate(alone_runs):
         together = population.member_state_dict(k)
         for name, p in trained.model.named_parameters():
-            torch.testing.assert_close(together[name], p.detach(), rtol=1e-9, atol=1e-12, msg=name)
-            i, own = population.names.index(name), population.own(k, name)
-            torch.testing.assert_close(optimizer.square_avg[i][own], alone_optimizer.state[p]["square_avg"],
-                                       rtol=1e-9, atol=1e-15, msg=f"square_avg of {name}")
-            rows = p.shape[0]
-            if population.member(name).shape[1] > rows and len(own) > 1:  # this member's padding
+            i, own, rows = population.names.index(name), population.own(k, name), p.shape[0]
+            if len(own) > 1 and population.member(name).shape[1] > rows:  # this member's padding: zero, no state
                 assert not population.member(name)[k, rows:].any() and not optimizer.square_avg[i][k, rows:].any()
         singles[k][0].model.load_state_dict(together)
     pairs = [m.task.sample_batch(np.random.default_rng(k), "train", 12) for k, (m, _) in enumerate(singles)]
