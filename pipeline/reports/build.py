@@ -323,7 +323,8 @@ def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
         return False
     plt = _pyplot()
     tasks = [t for t in TASK_NAMES if t in set(far.task)]
-    fig, axes = plt.subplots(2, len(tasks), figsize=(3.6 * len(tasks) + 0.6, 6.4), sharey=True, squeeze=False)
+    # at least 8.5 inches wide: the title and the caption fit even with one task's panel
+    fig, axes = plt.subplots(2, len(tasks), figsize=(max(3.6 * len(tasks) + 0.6, 8.5), 6.4), sharey=True, squeeze=False)
     for column, task in enumerate(tasks):
         for model, part in far[far.task == task].groupby("model", sort=False):
             look = model_style(model)
