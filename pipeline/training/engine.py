@@ -314,9 +314,8 @@ class BatchedPopulation:
         self.model.place(k, new.module.model)  # its vocabulary may be another task's
         for i, name in enumerate(self.model.names):
             state = new.optimizer.state.get(params[i])
-            self.optimizer.square_avg[i][k].zero_()
-            self.optimizer.square_avg[i][self.model.own(k, name)].copy_(
-                state["square_avg"] if state else torch.zeros_like(params[i]))
+            self.model.put(self.optimizer.square_avg[i], k, name,
+                           state["square_avg"] if state else torch.zeros_like(params[i]))
         self.optimizer.set_rate(k, new.config.training.lr)
         self.members[k] = new
         old.population, new.population = None, self

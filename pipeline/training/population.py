@@ -88,9 +88,15 @@ class Population(nn.Module):
                              f"population padded to {self.vocab}")
         self.own_vocab[k] = (member.input_size, member.output_size)
         for name, p in member.named_parameters():
-            self.member(name)[k].zero_()
-            self.member(name)[self.own(k, name)].copy_(p)
+            self.put(self.member(name), k, name, p)
         self.output_live[k] = torch.arange(self.vocab[1], device=self.output_live.device) < member.output_size
+
+    @torch.no_grad()
+    def put(self, stacked: Tensor, k: int, name: str, value: Tensor) -> None:
+        """``value`` (member ``k``'s tensor of ``name``: a parameter or its RMSProp state) into slot ``k`` of a
+        stacked ``[P, ...]`` tensor, the rest of the slot (another vocabulary's rows) zeroed."""
+        stacked[k].zero_()
+        stacked[self.own(k, name)].copy_(value)
 
     @staticmethod
     def key(name: str) -> str:
