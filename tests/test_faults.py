@@ -116,6 +116,23 @@ def test_a_finished_run_is_extended_by_raising_its_budget(tmp_path):
     assert longer["train_perplexity"] == twin["train_perplexity"]
 
 
+def test_a_run_is_admitted_with_one_read_of_its_checkpoint(tmp_path, monkeypatch):
+    """Extending a finished run, and resuming an interrupted one, each read ``last.ckpt`` once before training (the
+    check that it is this run's is made on that one read)."""
+    from pipeline.training import runlife
+
+    run_dir = tmp_path / "run"
+    train(tiny(max_batches=20), run_dir, progress=False)
+    reads, real = [], runlife.read_checkpoint
+    monkeypatch.setattr(runlife, "read_checkpoint", lambda path, *args, **kw: reads.append(path) or real(path, *args,
+                                                                                                         **kw))
+    assert runlife.admit(tiny(max_batches=30), run_dir)  # extended: results.20.json kept
+    assert reads == [run_dir / "checkpoints" / "last.ckpt"]
+    reads.clear()
+    assert runlife.admit(tiny(max_batches=30), run_dir)  # now an interrupted run of 30 batches
+    assert reads == [run_dir / "checkpoints" / "last.ckpt"]
+
+
 def test_same_seed_same_metrics_file_and_timings_apart(tmp_path):
     train(tiny(max_batches=20), tmp_path / "a", progress=False)
     train(tiny(max_batches=20), tmp_path / "b", progress=False)

@@ -69,25 +69,25 @@ def continuation(stored: dict, config: RunConfig, reopen: bool) -> str | None:
     return None if results_cover(stored, config) else "extend"
 
 
-def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: bool) -> None:
+def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: bool) -> bool:
     """Everything that would refuse to continue a finished run, checked before anything in its folder changes (its
     config's budget, its results' name): stored results that belong to another config (its config.yaml edited
     since), and a run to be extended or reopened that has no readable ``last.ckpt`` (an archived run keeps none).
-    Refused with one line; the folder is left exactly as it was."""
+    Refused with one line; the folder is left exactly as it was. True when it read ``last.ckpt`` and found it this
+    run's (a checkpoint is megabytes: :func:`admit` does not read it twice)."""
     folder = RunDir(run_dir)
     if restart:
-        return
+        return False
     if not folder.results_file.exists():  # an interrupted run resumes from last.ckpt: it must be this run's own
         # (a folder of another config altogether is claim_run_directory's to refuse, naming that config)
         ours = not folder.config_file.exists() or folder.read_config().identity() == config.identity()
         if ours and folder.last_checkpoint.exists():
             read_checkpoint(folder.last_checkpoint, run_dir, config)
-        return
+            return True
+        return False
     stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
-    if stored is None:
-        return
-    if continuation(stored, config, reopen) is None:
-        return
+    if stored is None or continuation(stored, config, reopen) is None:
+        return False
     last = folder.last_checkpoint
     if not last.exists():
         raise ConfigError(f"{run_dir} finished at {stored['batches']:,} batches and has no checkpoints/last.ckpt (an "
@@ -98,10 +98,12 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
     try:
         trained = stored_run_config(checkpoint.get("hyper_parameters") or {}).identity()
     except ConfigError:  # a checkpoint from before a config key existed: nothing to compare with
-        return
+        return True
     if trained != config.identity():
         raise ConfigError(f"{last} was trained with another config than {run_dir}'s config.yaml (edited after it "
                           "trained?); put the config back, or train the new one in another directory")
+    check_checkpoint_run(checkpoint, config, last, run_dir)  # what admit checks of a checkpoint it has not read
+    return True
 
 
 def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool = False) -> bool:
@@ -110,7 +112,7 @@ def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool 
     unreadable ``last.ckpt``. ``restart`` clears the folder first (training again from batch 0); ``reopen``
     continues a run that stopped early. A finished run whose budget was raised keeps its results as
     ``results.<batches>.json``. False when the run's results already answer its config (nothing to train)."""
-    check_continuable(config, run_dir, restart, reopen)
+    checked = check_continuable(config, run_dir, restart, reopen)
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     folder = RunDir(run_dir)
     if restart:
@@ -125,7 +127,8 @@ def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool 
         else:
             folder.archive_results()  # extended: keep what it reported
     if folder.last_checkpoint.exists():
-        read_checkpoint(folder.last_checkpoint, run_dir, config)  # damaged or another run's: named now
+        if not checked:
+            read_checkpoint(folder.last_checkpoint, run_dir, config)  # damaged or another run's: named now
     else:
         refuse_lost_progress(run_dir, config.training.checkpoint_every)
     return True
