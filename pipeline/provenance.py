@@ -141,6 +141,22 @@ def provenance_flags(results: dict) -> str:
     return "; ".join(flags)
 
 
+def machine_label(results: dict) -> str:
+    """A run's machine kind in a few words, from its results' ``machine`` and ``torch``: 'AMD EPYC, AVX2', 'Intel
+    Xeon, AVX512', 'Intel Xeon, GPU NVIDIA H200'; the CPU kernels only where the run recorded them (runs made before
+    :func:`torch_build` did not); 'not recorded' without a machine. Two kinds sum floats in another order, so the same
+    run (seed, stream, settings) trained on both is two draws: the report labels each run with this."""
+    where = str(results.get("machine") or "")
+    if not where:
+        return "not recorded"
+    parts = [part.strip() for part in where.split(",")]
+    cpu = " ".join(word for word in parts[0].replace("(R)", "").replace("(TM)", "").split()
+                   if word not in ("Processor", "CPU"))
+    gpus = [part for part in parts[1:] if part.startswith("GPU ")]
+    kernels = str(results.get("torch") or "").split(",")[1:]  # 'torch 2.13.0+cpu, AVX2' -> [' AVX2']
+    return ", ".join([cpu, *gpus, *(k.strip() for k in kernels if k.strip())])
+
+
 def torch_build() -> str:
     """'torch 2.13.0+cpu, AVX2': the build and the CPU kernels it dispatched to. Two machines with one torch version
     and one code give different floats where these differ (AVX-512 and AVX2 kernels sum in another order), so a run

@@ -28,3 +28,19 @@ def test_a_dirty_checkout_is_refused_unless_allowed(monkeypatch, tmp_path):
     for commit in ("abc123", "unknown"):
         monkeypatch.setattr(provenance, "git_commit", lambda commit=commit: commit)
         check_committed()
+
+
+@pytest.mark.parametrize("results, label", [
+    (dict(machine="AMD EPYC, 2 usable cores", torch="torch 2.13.0+cpu, AVX2"), "AMD EPYC, AVX2"),
+    (dict(machine="Intel(R) Xeon(R) Processor, 2 usable cores", torch="torch 2.13.0+cpu, AVX512"),
+     "Intel Xeon, AVX512"),
+    (dict(machine="AMD EPYC, 2 usable cores", torch="2.13.0+cpu"), "AMD EPYC"),  # kernels not recorded then
+    (dict(machine="Intel(R) Xeon(R) Processor, 16 usable cores, GPU NVIDIA H200", torch="2.11.0+cu130"),
+     "Intel Xeon, GPU NVIDIA H200"),
+    (dict(torch="torch 2.13.0+cpu, AVX2"), "not recorded"),
+])
+def test_a_runs_machine_kind_reads_in_a_few_words(results, label):
+    """The report labels each run with the machine kind it trained on: two kinds are two draws of one seed."""
+    from pipeline.provenance import machine_label
+
+    assert machine_label(results) == label

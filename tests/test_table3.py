@@ -257,3 +257,38 @@ def test_the_start_column_names_a_baseline_option_for_any_model():
     assert start_of(ModelConfig(name="lstm2", source_order="reversed")) == "source reversed"
     assert start_of(ModelConfig(name="lstm1", forget_bias=1.0)) == "forget bias 1"
     assert start_of(ModelConfig(name="stack", source_order="reversed")).endswith("; source reversed")
+
+
+def test_a_retrained_run_shows_the_draws_it_replaced_and_each_run_its_machine(tmp_path):
+    """A run trained again from batch 0 on another machine kind is another draw of one seed: the report lists every
+    earlier draw beside the one it reports, and Table 3's selected runs name their machine."""
+    import json
+
+    from pipeline.reports.build import machine_lines
+    from pipeline.reports.table3 import table3_markdown
+
+    amd, intel = "AMD EPYC, 2 usable cores", "Intel(R) Xeon(R) Processor, 2 usable cores"
+    retrained = dict(run(2, 5.1, 0.0, model="deque", task="gender", stop="budget", batches=16000, train=0.0),
+                     machine="Intel Xeon, AVX512", earlier_draws=1)
+    learned = dict(run(0, 1.0, 1.0, model="deque", task="gender", stop="plateau", batches=9000),
+                   machine="AMD EPYC, AVX2", earlier_draws=0)
+    frame = runs(retrained, learned)
+    run_dir = tmp_path / retrained["run_id"]
+    run_dir.mkdir()
+    (run_dir / "earlier_draws.json").write_text(json.dumps([dict(
+        batches=10500, stopped_early=True, stop_reason="plateau", train_coarse=0.991, test_coarse=0.989,
+        machine=amd, torch="torch 2.13.0+cpu, AVX2")]))
+    lines = machine_lines(frame, tmp_path)
+    assert lines[0].startswith("Machines the done runs trained on: Intel Xeon, AVX512 (1), AMD EPYC, AVX2 (1).")
+    table_rows = [line for line in lines if line.startswith(f"| `{retrained['run_id']}`")]
+    assert table_rows == [f"| `{retrained['run_id']}` | 1 | AMD EPYC, AVX2 | 10,500 | plateau | 0.99 | 0.99 |",
+                          f"| `{retrained['run_id']}` | 2, reported | Intel Xeon, AVX512 | 16,000 | budget | 0.00 | "
+                          "0.00 |"]
+    assert not any("trained again" in line for line in machine_lines(runs(learned), tmp_path))
+    assert machine_lines(runs(dict(retrained, state="running")), tmp_path) == []  # nothing done: nothing to say
+
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["gender"], "models": ["deque"],
+                                                           "seeds": [0, 2]}]})
+    text = table3_markdown(table3(frame, sweep), "header", "1000", {})
+    (selected,) = [line for line in text.splitlines() if line.startswith("| gender | DeQue-LSTM | h256")]
+    assert selected.endswith("| AMD EPYC, AVX2 |") and "seed 0" in selected

@@ -28,7 +28,7 @@ import pandas as pd
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
-from pipeline.provenance import provenance
+from pipeline.provenance import machine_label, provenance
 from pipeline.registry import Field
 from pipeline.reports.kinds import ReportRefused, check_kind
 from pipeline.reports.table2 import parameter_table, table2_markdown
@@ -44,7 +44,7 @@ from pipeline.reports.table3 import (
     table3_figure,
     table3_markdown,
 )
-from pipeline.rundir import RunDir, upgraded_results
+from pipeline.rundir import RunDir, stop_reason, upgraded_results
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import PAPER_TASK_NAMES as TASK_NAMES  # the paper's five: its reports and figures
 from pipeline.tasks import TASKS, get_task
@@ -402,6 +402,34 @@ def _commits_line(selected: pd.DataFrame) -> str:
             "(and all runs' in [all_runs.csv](all_runs.csv)).")
 
 
+def machine_lines(runs: pd.DataFrame, root: Path) -> list[str]:
+    """The machine kinds the done runs trained on (a count each), then every run trained again from batch 0 beside
+    the draws it replaced (``earlier_draws.json``): torch's kernels on two CPU kinds sum floats in another order, so a
+    retrain there is another draw of the same seed, and where the two draws disagree the reader sees both."""
+    done = runs[runs.state.isin(DONE)]
+    if done.empty:
+        return []
+    counts = done.machine.value_counts()
+    lines = ["Machines the done runs trained on: " + ", ".join(f"{name} ({n})" for name, n in counts.items())
+             + ". The same run trained on two kinds is two draws of one seed (their float sums differ from the first "
+             "rounding on); [table3.md](table3.md) names each selected run's.", ""]
+    retrained = done[done.earlier_draws > 0].sort_values("run_id")
+    if retrained.empty:
+        return lines
+    lines += [f"{len(retrained)} runs were trained again from batch 0, their earlier draws kept beside them "
+              "(`earlier_draws.json`); the last draw is the one reported:", "",
+              "| run | draw | machine | batches | stop | training coarse | test coarse |",
+              "|---|---|---|---|---|---|---|"]
+    for r in retrained.itertuples():
+        draws = RunDir(root / r.run_id).read_earlier_draws()
+        for k, draw in enumerate(draws, 1):
+            lines.append(f"| `{r.run_id}` | {k} | {machine_label(draw)} | {int(draw['batches']):,} | "
+                         f"{stop_reason(draw)} | {draw['train_coarse']:.2f} | {draw['test_coarse']:.2f} |")
+        lines.append(f"| `{r.run_id}` | {len(draws) + 1}, reported | {r.machine} | {int(r.batches):,} | "
+                     f"{r.stop_reason} | {r.train_coarse:.2f} | {r.test_coarse:.2f} |")
+    return lines + [""]
+
+
 def stopping_table(sweep: SweepConfig) -> list[str]:
     """The grid's stopping rules as a small table: one row per distinct set of rules, with the runs under it."""
     rows: dict[tuple, int] = {}
@@ -680,7 +708,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     lines += [header, "", sweep.description.strip(), "", "## Runs", "",
               f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
               f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "",
-              _compute_line(pd.DataFrame(finished), sweep), "",
+              _compute_line(pd.DataFrame(finished), sweep), "", *machine_lines(runs, root),
               "Stopping rules of the grid's runs (docs/training.md says what each checks):", "",
               *stopping_table(sweep), "",
               "Every run, selected or not, with its settings, state, stop reason and numbers: "

@@ -25,7 +25,7 @@ import pandas as pd
 
 from pipeline.config import SweepConfig, TrainingConfig, config_hash
 from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES, memory_of
-from pipeline.provenance import provenance_flags
+from pipeline.provenance import machine_label, provenance_flags
 from pipeline.reports.published import table3 as published_table3
 from pipeline.reports.stops import rejudged_stop
 from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
@@ -77,13 +77,13 @@ EVIDENCE_KINDS = {
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
                "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
-               "unconfirmed_plateau", "halved", "run_id", "commit"]
+               "machine", "earlier_draws", "unconfirmed_plateau", "halved", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
     + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
        "median_batches_to_converge", "verdict", "notes", "note_kinds", "evidence", "continued_batches",
-       "continued_in", "start", "left_start", "provenance", "run_id", "commit"]
+       "continued_in", "start", "left_start", "provenance", "machine", "run_id", "commit"]
 )
 
 
@@ -117,7 +117,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                                      * run.training.perplexity_every),
                    trend_tolerance=run.training.plateau_tolerance,
                    test_coarse_by_length="", run_id=run.run_id(), commit="", start=start_of(run.model),
-                   provenance="", unconfirmed_plateau=False,
+                   provenance="", machine="", earlier_draws=0, unconfirmed_plateau=False,
                    # stopped at a rung by successive halving: the learning-rate search discarded it, so it is never a
                    # cell's selected run (the paper selects among its search's survivors)
                    halved=run.run_id() in halved,
@@ -128,7 +128,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         if results is not None:
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
                        train_perplexity=results["train_perplexity"], commit=results.get("commit", ""),
-                       provenance=provenance_flags(results),
+                       provenance=provenance_flags(results), machine=machine_label(results),
+                       # trained again from batch 0 (on another machine kind, another draw): the draws it replaced
+                       earlier_draws=len(RunDir(status.run_dir).read_earlier_draws()),
                        # stopped by version 1 of the plateau rule where version 2 would not have stopped it: it
                        # trains on when its sweep runs again (pipeline.reports.stops), and no verdict rests on it
                        unconfirmed_plateau=rejudged_stop(status.run_dir),
@@ -362,7 +364,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
             if chosen is not None and (task, model) in chosen.index:
                 r = chosen.loc[(task, model)]
                 row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity",
-                                               *METRICS, "start", "provenance", "run_id", "commit")})
+                                               *METRICS, "start", "provenance", "machine", "run_id",
+                                               "commit")})
                 row["left_start"] = has_left_start(r)
                 for m in METRICS:
                     row[f"diff_{m}"] = r[m] - row[f"paper_{m}"]
@@ -473,17 +476,21 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
               f"but the seed; n). *Runs*: tried / learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged "
               "at*: median batches of the runs that converged or plateaued. *Start*: the initial biases of a memory "
               "model's push and pop signals (init: nn.Linear's, about 0; the DeQue's two ends), and any probe set. "
-              "*Trained with*: a modified checkout or a torch other than the pinned one, where that was so.",
+              "*Trained with*: a modified checkout or a torch other than the pinned one, where that was so. "
+              "*Machine*: the CPU (and GPU) it trained on, with torch's CPU kernels where the run recorded them; the "
+              "same run trained on two kinds is two draws (their float sums differ from the first rounding on).",
               "",
-              "| Task | Model | run | batches | seeds: test coarse | runs | converged at | start | trained with |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| Task | Model | run | batches | seeds: test coarse | runs | converged at | start | trained with | "
+              "machine |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table[table.run_id.notna()].itertuples():
         spread = f"{r.test_coarse_mean:.2f} ± {_value(r.test_coarse_std)} (n={int(r.seeds_at_selected)})"
         converged = "—" if pd.isna(r.median_batches_to_converge) else f"{r.median_batches_to_converge:,.0f}"
         lines.append(f"| {titles.get(r.task, r.task)} | {DISPLAY_NAMES[r.model]} | h{int(r.hidden)}, lr {r.lr:g}, "
                      f"seed {int(r.seed)} | {int(r.batches):,} | {spread} | {r.runs} / {r.learned} / {r.pruned} | "
                      f"{converged} | {r.start if isinstance(r.start, str) else ''} | "
-                     f"{r.provenance if isinstance(r.provenance, str) else ''} |")
+                     f"{r.provenance if isinstance(r.provenance, str) else ''} | "
+                     f"{r.machine if isinstance(r.machine, str) else ''} |")
     return "\n".join(lines) + "\n"
 
 
