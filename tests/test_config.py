@@ -180,3 +180,20 @@ def test_each_experiment_config_is_its_archived_run():
         if config.exists():
             assert resolve_run_config(config).identity() == stored_run_config(yaml.safe_load(stored.read_text())
                                                                                ).identity(), config.name
+
+
+def test_the_far_lengths_profile_trains_the_cpu_profiles_learned_memory_runs_again_run_for_run():
+    """configs/far-lengths.yaml stands for the cpu profile's selected memory runs that learned (their far lengths are
+    taken from it by run id): each of its runs must have the id of one of those, so a setting copied wrong, or a
+    cell whose selected run changed, fails here rather than measuring a run nobody reports."""
+    import pandas as pd
+
+    from pipeline.sweep import load_sweep
+
+    far = {run.run_id() for run in load_sweep(CONFIG_DIR / "far-lengths.yaml").runs()}
+    cpu = {run.run_id() for run in load_sweep(CONFIG_DIR / "cpu.yaml").runs()}
+    table = pd.read_csv(CONFIG_DIR.parent / "reports" / "cpu" / "table3.csv")
+    learned = set(table[table.model.isin(["stack", "queue", "deque"]) & (table.train_coarse >= 0.99)].run_id)
+    assert far <= cpu and far == learned
+    assert load_sweep(CONFIG_DIR / "far-lengths.yaml").reports_dir().relative_to(
+        load_sweep(CONFIG_DIR / "cpu.yaml").reports_dir()).parts == ("far-lengths",)  # where reports/cpu/ looks

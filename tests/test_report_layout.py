@@ -2,6 +2,7 @@
 table laid out as the paper's, evidence in a file of its own, every figure there and no line an editor cannot show."""
 
 import re
+import shutil
 
 import pytest
 import yaml
@@ -33,6 +34,11 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     stack = next(run.run_id() for run in sweep.runs() if run.model.name == "stack")
     measure_far_lengths(tmp_path / "runs" / stack, per_band=3)
     out = tmp_path / "out"
+    # the LSTM's far lengths come from its twin: the same run trained again by a study archived under the report
+    lstm = next(run.run_id() for run in sweep.runs() if run.model.name == "lstm1")
+    twin = out / "study" / "finished_runs" / lstm
+    shutil.copytree(tmp_path / "runs" / lstm, twin)
+    measure_far_lengths(twin, per_band=3)
     readme = write_report(sweep, path, tmp_path / "runs", out, command="pytest").read_text()
 
     assert readme.splitlines()[4] == "![Table 3 at a glance: ours against the paper's, coarse accuracy](table3.png)"
@@ -41,7 +47,11 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     assert {p.name for p in out.glob("*.png")} >= {"table3.png", "convergence_copy.png", "length_copy.png",
                                                    "far_lengths.png"}
     assert "## Far past the test lengths (to 512)" in readme and "| Sequence copying | Stack-LSTM |" in readme
-    assert (out / "far_lengths.csv").read_text().count("\n") == 1 + len(FAR_BANDS)
+    assert (out / "far_lengths.csv").read_text().count("\n") == 1 + 2 * len(FAR_BANDS)
+    far_section = readme.split("## Far past the test lengths (to 512)")[1].split("\n## ")[0]
+    far_rows = {line.split(" | ")[1]: line for line in far_section.splitlines()
+                if line.startswith("| Sequence copying")}
+    assert "| selected run (" in far_rows["Stack-LSTM"] and "| twin in study/ (" in far_rows["1-layer LSTM"]
     table3 = (out / "table3.md").read_text()
     assert ("| Task | Model | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |"
             in table3.splitlines())

@@ -303,18 +303,31 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     return True
 
 
-def far_lengths_table(selected: pd.DataFrame, root: Path) -> pd.DataFrame:
-    """The far-length rows (:mod:`pipeline.generalisation`) of every selected run that has them for the checkpoint
-    it reports, in task and model order."""
+def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None = None) -> pd.DataFrame:
+    """The far-length rows (:mod:`pipeline.generalisation`) of every selected run, in task and model order: the run's
+    own, measured on the checkpoint it reports, else its twin's: the same run (its id) trained again by a study kept
+    under this report's folder (``<out_dir>/<study>/finished_runs/<run id>``, e.g. configs/far-lengths.yaml's), since
+    an archived run keeps no checkpoint to measure. ``measured_on`` names which, with the twin's machine and its test
+    coarse beside the selected run's (a twin is another draw wherever its machine differs)."""
     from pipeline.generalisation import read_far_lengths
 
+    columns = ["task", "model", "run_id", "measured_on", "machine", "test_coarse", "low", "high", "n", "coarse",
+               "fine"]
     rows = []
     for task in TASK_NAMES:
         for r in _in_model_order(selected, task).itertuples():
-            rows += [dict(task=task, model=r.model, run_id=r.run_id, low=int(row["low"]), high=int(row["high"]),
-                          n=int(row["n"]), coarse=row["coarse"], fine=row["fine"])
-                     for row in read_far_lengths(root / r.run_id)]
-    return pd.DataFrame(rows, columns=["task", "model", "run_id", "low", "high", "n", "coarse", "fine"])
+            found, where, machine, test = read_far_lengths(root / r.run_id), "selected run", r.machine, r.test_coarse
+            for twin in ([] if found or out_dir is None else sorted(out_dir.glob(f"*/finished_runs/{r.run_id}"))):
+                found = read_far_lengths(twin)
+                if found:
+                    results = RunDir(twin).read_results()
+                    where, machine = f"twin in {twin.parent.parent.name}/", machine_label(results)
+                    test = results["test_coarse"]
+                    break
+            rows += [dict(task=task, model=r.model, run_id=r.run_id, measured_on=where, machine=machine,
+                          test_coarse=test, low=int(row["low"]), high=int(row["high"]), n=int(row["n"]),
+                          coarse=row["coarse"], fine=row["fine"]) for row in found]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
@@ -364,15 +377,20 @@ def far_lengths_lines(far: pd.DataFrame, table: pd.DataFrame, drawn: bool) -> li
                         "and the report draws it.", ""]
     lines += ["![accuracy far past the test lengths](far_lengths.png)", ""] if drawn else []
     lines += ["Per selected run measured: the longest band up to which every sequence of every band is right "
-              "(coarse 1.00), and its coarse accuracy in the last band. [CSV](far_lengths.csv).", "",
-              "| task | model | test coarse | exact up to | coarse at 449–512 |", "|---|---|---|---|---|"]
+              "(coarse 1.00), and its coarse accuracy in the last band. A run archived before far lengths were "
+              "measured is measured on its twin: the same run trained again by a study under this folder, on the "
+              "machine named (another draw where the machine differs: its test coarse is beside the selected run's). "
+              "[CSV](far_lengths.csv).", "",
+              "| task | model | test coarse | measured on | its test coarse | exact up to | coarse at 449–512 |",
+              "|---|---|---|---|---|---|---|"]
     cells = table.set_index(["task", "model"])
     for (task, model), part in far.groupby(["task", "model"], sort=False):
         rows = part.to_dict("records")
         exact = longest_exact_band(rows)
         last = part.sort_values("high").iloc[-1]
         test = cells.loc[(task, model), "test_coarse"] if (task, model) in cells.index else math.nan
-        lines.append(f"| {TASK_TITLES[task]} | {DISPLAY_NAMES[model]} | {test:.2f} | "
+        lines.append(f"| {TASK_TITLES[task]} | {DISPLAY_NAMES[model]} | {test:.2f} | {last.measured_on} "
+                     f"({last.machine}) | {last.test_coarse:.2f} | "
                      + (f"{exact[1]}" if exact else f"not even {FAR_BANDS[0][0]}–{FAR_BANDS[0][1]}")
                      + f" | {last.coarse:.2f} |")
     return lines + [""]
@@ -682,7 +700,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         if length_figure(task, selected, root, path):
             figures.append((task, "length", path.name))
 
-    far = far_lengths_table(selected, root)
+    far = far_lengths_table(selected, root, out_dir)
     far_drawn = far_lengths_figure(far, out_dir / "far_lengths.png")
     if far.empty:
         (out_dir / "far_lengths.csv").unlink(missing_ok=True)
