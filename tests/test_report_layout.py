@@ -1,6 +1,7 @@
 """The report a researcher reads first, rendered from a small grid's run folders: Table 3's figure at the top, the
 table laid out as the paper's, evidence in a file of its own, every figure there and no line an editor cannot show."""
 
+import json
 import re
 import shutil
 
@@ -52,6 +53,13 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     far_rows = {line.split(" | ")[1]: line for line in far_section.splitlines()
                 if line.startswith("| Sequence copying")}
     assert "| selected run (" in far_rows["Stack-LSTM"] and "| twin in study/ (" in far_rows["1-layer LSTM"]
+    # a twin that did not learn what its run learned (another draw) says nothing of it: named, not counted
+    results = json.loads((twin / "results.json").read_text())
+    (twin / "results.json").write_text(json.dumps(dict(results, test_coarse=results["test_coarse"] + 0.5)))
+    again = write_report(sweep, path, tmp_path / "runs", out, command="pytest").read_text()
+    assert "| Sequence copying | 1-layer LSTM |" not in again.split("## Far past the test lengths")[1].split("\n## ")[0]
+    assert "Not measured, their twin another draw" in again and "Sequence copying, 1-layer LSTM: its twin (" in again
+    assert "False" in (out / "far_lengths.csv").read_text()
     table3 = (out / "table3.md").read_text()
     assert ("| Task | Model | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |"
             in table3.splitlines())

@@ -33,6 +33,7 @@ from pipeline.registry import Field
 from pipeline.reports.kinds import ReportRefused, check_kind
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import (
+    TOLERANCE,
     VERDICT_MARKS,
     all_runs,
     continuation,
@@ -308,11 +309,13 @@ def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None =
     own, measured on the checkpoint it reports, else its twin's: the same run (its id) trained again by a study kept
     under this report's folder (``<out_dir>/<study>/finished_runs/<run id>``, e.g. configs/far-lengths.yaml's), since
     an archived run keeps no checkpoint to measure. ``measured_on`` names which, with the twin's machine and its test
-    coarse beside the selected run's (a twin is another draw wherever its machine differs)."""
+    coarse; a twin is another draw wherever its machine differs, and ``stands_for`` is False where its test coarse is
+    more than the tolerance from the selected run's (it did not learn what the selected run learned, say): its bands
+    are kept in the CSV but say nothing of the selected run, and the figure and the report's table leave them out."""
     from pipeline.generalisation import read_far_lengths
 
-    columns = ["task", "model", "run_id", "measured_on", "machine", "test_coarse", "low", "high", "n", "coarse",
-               "fine"]
+    columns = ["task", "model", "run_id", "measured_on", "machine", "test_coarse", "stands_for", "low", "high", "n",
+               "coarse", "fine"]
     rows = []
     for task in TASK_NAMES:
         for r in _in_model_order(selected, task).itertuples():
@@ -324,14 +327,17 @@ def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None =
                     where, machine = f"twin in {twin.parent.parent.name}/", machine_label(results)
                     test = results["test_coarse"]
                     break
+            stands_for = bool(abs(test - r.test_coarse) <= TOLERANCE + 1e-9)
             rows += [dict(task=task, model=r.model, run_id=r.run_id, measured_on=where, machine=machine,
-                          test_coarse=test, low=int(row["low"]), high=int(row["high"]), n=int(row["n"]),
-                          coarse=row["coarse"], fine=row["fine"]) for row in found]
+                          test_coarse=test, stands_for=stands_for, low=int(row["low"]), high=int(row["high"]),
+                          n=int(row["n"]), coarse=row["coarse"], fine=row["fine"]) for row in found]
     return pd.DataFrame(rows, columns=columns)
 
 
 def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
-    """Coarse (top) and fine (bottom) accuracy against source length out to 512, one panel per task."""
+    """Coarse (top) and fine (bottom) accuracy against source length out to 512, one panel per task: the runs that
+    stand for their cell's selected run (:func:`far_lengths_table`)."""
+    far = far[far.stands_for]
     if far.empty:
         return False
     plt = _pyplot()
@@ -384,15 +390,22 @@ def far_lengths_lines(far: pd.DataFrame, table: pd.DataFrame, drawn: bool) -> li
               "| task | model | test coarse | measured on | its test coarse | exact up to | coarse at 449–512 |",
               "|---|---|---|---|---|---|---|"]
     cells = table.set_index(["task", "model"])
+    others = []
     for (task, model), part in far.groupby(["task", "model"], sort=False):
-        rows = part.to_dict("records")
-        exact = longest_exact_band(rows)
         last = part.sort_values("high").iloc[-1]
         test = cells.loc[(task, model), "test_coarse"] if (task, model) in cells.index else math.nan
+        if not last.stands_for:
+            others.append(f"{TASK_TITLES[task]}, {DISPLAY_NAMES[model]}: its twin ({last.machine}) reached test "
+                          f"coarse {last.test_coarse:.2f} against the selected run's {test:.2f}")
+            continue
+        exact = longest_exact_band(part.to_dict("records"))
         lines.append(f"| {TASK_TITLES[task]} | {DISPLAY_NAMES[model]} | {test:.2f} | {last.measured_on} "
                      f"({last.machine}) | {last.test_coarse:.2f} | "
                      + (f"{exact[1]}" if exact else f"not even {FAR_BANDS[0][0]}–{FAR_BANDS[0][1]}")
                      + f" | {last.coarse:.2f} |")
+    if others:
+        lines += ["", "Not measured, their twin another draw that did not learn what the selected run learned (its "
+                  "bands are in the CSV, `stands_for` false): " + "; ".join(others) + "."]
     return lines + [""]
 
 
