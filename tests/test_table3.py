@@ -279,7 +279,7 @@ def test_a_retrained_run_shows_the_draws_it_replaced_and_each_run_its_machine(tm
         batches=10500, stopped_early=True, stop_reason="plateau", train_coarse=0.991, test_coarse=0.989,
         machine=amd, torch="torch 2.13.0+cpu, AVX2")]))
     lines = machine_lines(frame, tmp_path)
-    assert lines[0].startswith("Machines the done runs trained on: Intel Xeon, AVX512 (1), AMD EPYC, AVX2 (1).")
+    assert lines[0].startswith("Machines the done runs trained on: Intel Xeon, AVX512 (1), AMD EPYC, AVX2 (1) (")
     table_rows = [line for line in lines if line.startswith(f"| `{retrained['run_id']}`")]
     assert table_rows == [f"| `{retrained['run_id']}` | 1 | AMD EPYC, AVX2 | 10,500 | plateau | 0.99 | 0.99 |",
                           f"| `{retrained['run_id']}` | 2, reported | Intel Xeon, AVX512 | 16,000 | budget | 0.00 | "

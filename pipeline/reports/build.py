@@ -444,8 +444,9 @@ def machine_lines(runs: pd.DataFrame, root: Path) -> list[str]:
         return []
     counts = done.machine.value_counts()
     lines = ["Machines the done runs trained on: " + ", ".join(f"{name} ({n})" for name, n in counts.items())
-             + ". The same run trained on two kinds is two draws of one seed (their float sums differ from the first "
-             "rounding on); [table3.md](table3.md) names each selected run's.", ""]
+             + " (torch's CPU kernels, AVX2 or AVX512, named where the run recorded them: runs made before that "
+             "name the CPU alone). The same run trained on two kinds is two draws of one seed (their float sums differ "
+             "from the first rounding on); [table3.md](table3.md) names each selected run's.", ""]
     retrained = done[done.earlier_draws > 0].sort_values("run_id")
     if retrained.empty:
         return lines
