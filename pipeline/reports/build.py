@@ -33,7 +33,6 @@ from pipeline.registry import Field
 from pipeline.reports.kinds import ReportRefused, check_kind
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import (
-    TOLERANCE,
     VERDICT_MARKS,
     all_runs,
     continuation,
@@ -44,6 +43,7 @@ from pipeline.reports.table3 import (
     table3,
     table3_figure,
     table3_markdown,
+    within_tolerance,
 )
 from pipeline.rundir import RunDir, stop_reason, upgraded_results
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
@@ -327,7 +327,7 @@ def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None =
                     where, machine = f"twin in {twin.parent.parent.name}/", machine_label(results)
                     test = results["test_coarse"]
                     break
-            stands_for = bool(abs(test - r.test_coarse) <= TOLERANCE + 1e-9)
+            stands_for = within_tolerance(test - r.test_coarse)
             rows += [dict(task=task, model=r.model, run_id=r.run_id, measured_on=where, machine=machine,
                           test_coarse=test, stands_for=stands_for, low=int(row["low"]), high=int(row["high"]),
                           n=int(row["n"]), coarse=row["coarse"], fine=row["fine"]) for row in found]

@@ -37,6 +37,13 @@ from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_falli
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
+
+
+def within_tolerance(difference: float) -> bool:
+    """Two values agree: they differ by at most :data:`TOLERANCE` (and a rounding's worth: 0.95 against 1.00 agrees)."""
+    return abs(difference) <= TOLERANCE + 1e-9
+
+
 VERDICTS = ("reproduced", "better", "budget-limited", "stopped on its starting plateau", "disagrees at convergence")
 # One short mark per verdict, in tables and on the Table 3 figure (glyphs the figures' DejaVu Sans has)
 VERDICT_MARKS = {"reproduced": "✓", "better": "↑", "budget-limited": "…", "stopped on its starting plateau": "○",
@@ -190,7 +197,7 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool, left: bo
       numbers differ from the paper's.
     """
     diffs = [ours[m] - paper[m] for m in METRICS]
-    if all(abs(d) <= TOLERANCE + 1e-9 for d in diffs):
+    if all(within_tolerance(d) for d in diffs):
         return "reproduced"
     if all(d >= -TOLERANCE - 1e-9 for d in diffs):
         return "better"
@@ -441,7 +448,7 @@ def _ours_paper(ours: float, paper: float) -> str:
         return f"— ({paper:.2f})"
     diff = round(ours - paper, 2) + 0.0  # no "−0.00"
     shown = f"{diff:+.2f}".replace("-", "−")
-    return f"{ours:.2f} ({paper:.2f}) " + (f"**{shown}**" if abs(diff) > TOLERANCE + 1e-9 else shown)
+    return f"{ours:.2f} ({paper:.2f}) " + (shown if within_tolerance(diff) else f"**{shown}**")
 
 
 def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: dict[str, str]) -> str:
@@ -536,7 +543,7 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
                 ours, paper = r[metric], r[f"paper_{metric}"]
                 diff = ours - paper if pd.notna(ours) and pd.notna(paper) else math.nan
                 shade = "#eeeeee" if math.isnan(diff) else (
-                    "#ffffff" if abs(diff) <= TOLERANCE + 1e-9 else cmap(norm(diff)))
+                    "#ffffff" if within_tolerance(diff) else cmap(norm(diff)))
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=shade, edgecolor="#999999", lw=0.6))
                 dark = not math.isnan(diff) and abs(diff) > 0.6
                 ax.text(j + 0.5, i + 0.42, "—" if pd.isna(ours) else f"{ours:.2f}", ha="center", va="center",
