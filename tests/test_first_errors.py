@@ -30,17 +30,38 @@ def test_first_errors_bin_each_wrong_sequence_by_the_tenth_of_its_target_where_i
 
 
 def test_the_report_shows_where_the_itg_cells_first_errors_fall(tmp_path):
+    import json
+
     import pandas as pd
 
     from pipeline.reports.build import first_error_lines
 
-    recorded, old = tmp_path / "svo-run", tmp_path / "gender-run"
+    runs, out = tmp_path / "runs", tmp_path / "report"
+    recorded, old, learned = runs / "svo-run", runs / "gender-run", runs / "gender-deque-run"
     rows = [dict(split="test", where=str(w), n=n, mean_target_length="") for w, n in
             [(0, 50), (1, 10), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (8, 20), (9, 0), ("none", 20)]]
     RunDir(recorded).write_first_errors(rows)
-    table = pd.DataFrame([dict(task="svo_sov", model="lstm1", run_id=recorded.name),
-                          dict(task="gender", model="queue", run_id=old.name),
-                          dict(task="copy", model="stack", run_id="copy-run")])  # not an ITG task: not shown
-    text = "\n".join(first_error_lines(table, tmp_path))
+    table = pd.DataFrame([dict(task="svo_sov", model="lstm1", run_id=recorded.name, test_coarse=0.0),
+                          dict(task="gender", model="queue", run_id=old.name, test_coarse=1.0),
+                          dict(task="gender", model="deque", run_id=learned.name, test_coarse=0.99),
+                          dict(task="copy", model="stack", run_id="copy-run", test_coarse=0.0)])  # not ITG: not shown
+    text = "\n".join(first_error_lines(table, runs, out))
     assert "| SVO to SOV | 1-layer LSTM | 60% | 0% | 0% | 0% | 20% | 20% | 100 |" in text
-    assert "| Gender conjugation | Queue-LSTM | not recorded" in text and "Sequence copying" not in text
+    assert "| Gender conjugation | Queue-LSTM | not recorded (the run finished before" in text
+    assert "Sequence copying" not in text
+
+    # a run that finished before the file existed is read from its twin (the same run trained again by a study kept
+    # under the report), named as such, where the twin learned what the run learned; not where it did not
+    def twin(run, test_coarse, where):
+        path = out / "far-lengths" / "finished_runs" / run.name
+        RunDir(path).write_first_errors([dict(split="test", where=w, n=n, mean_target_length="") for w, n in where])
+        (path / "results.json").write_text(json.dumps(dict(
+            batches=8000, train_perplexity=1.0, train_coarse=test_coarse, test_coarse=test_coarse, machine="Intel Xeon")))
+
+    twin(learned, 1.0, [("9", 3), ("none", 97)])
+    twin(old, 0.0, [("0", 100)])
+    text = "\n".join(first_error_lines(table, runs, out))
+    assert "| Gender conjugation | DeQue-LSTM, its twin (Intel Xeon) | 0% | 0% | 0% | 0% | 3% | 97% | 100 |" in text
+    assert ("| Gender conjugation | Queue-LSTM | not recorded (the run finished before first_errors.csv existed; its "
+            "twin (Intel Xeon) reached test coarse 0.00, not the run's 1.00)") in text
+    assert "| 100% |" not in text  # the twin that did not learn gives no row of numbers

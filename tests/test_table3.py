@@ -127,11 +127,12 @@ def test_a_cell_whose_run_never_left_its_start_does_not_disagree_at_convergence(
     assert cell.verdict == "stopped on its starting plateau"
     left = table3(runs(stuck | {"train_perplexity": 60.0, "left_start_at": 3000}), sweep)
     assert left.set_index(["task", "model"]).loc[("copy", "lstm4")].verdict == "disagrees at convergence"
+    assert ", 1 disagrees at convergence;" in summary_line(left)  # one cell: the verb agrees with it
     # the same run at its cap: budget-limited first, and the summary still counts it as never having left its start
     capped = table3(runs(stuck | {"stop_reason": "budget"}), sweep)
     assert capped.set_index(["task", "model"]).loc[("copy", "lstm4")].verdict == "budget-limited"
     assert summary_line(capped) == ("0 of 35 cells reproduced, 0 better, 1 budget-limited, 0 stopped on their "
-                                    "starting plateau, 0 disagree at convergence; 1 selected runs never left their "
+                                    "starting plateau, 0 disagree at convergence; 1 selected run never left its "
                                     "starting plateau (1 budget-limited); 34 not in this profile.")
 
 

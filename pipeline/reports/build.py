@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -304,14 +306,35 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     return True
 
 
+@dataclass(frozen=True)
+class Twin:
+    """A selected run's twin: the same run (its id) trained again by a study kept under the report's folder
+    (``<out_dir>/<study>/finished_runs/<run id>``, e.g. configs/far-lengths.yaml's), which an archived run, keeping no
+    checkpoint, needs for what it did not record. Another draw wherever its machine differs: it ``stands_for`` the
+    selected run only when its test coarse is within the tolerance of the selected run's (a twin that did not learn
+    what the selected run learned says nothing of it)."""
+    path: Path
+    where: str  # "twin in <study>/"
+    machine: str
+    test_coarse: float
+    stands_for: bool
+
+
+def find_twin(run_id: str, test_coarse: float, out_dir: Path | None, has: Callable[[Path], object]) -> Twin | None:
+    """The first twin of ``run_id`` (studies in name order) for which ``has(path)`` is true, or None."""
+    for path in ([] if out_dir is None else sorted(out_dir.glob(f"*/finished_runs/{run_id}"))):
+        results = RunDir(path).read_results() if has(path) else None  # a twin still training has no results
+        if results is not None:
+            return Twin(path, f"twin in {path.parent.parent.name}/", machine_label(results), results["test_coarse"],
+                        within_tolerance(results["test_coarse"] - test_coarse))
+    return None
+
+
 def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None = None) -> pd.DataFrame:
     """The far-length rows (:mod:`pipeline.generalisation`) of every selected run, in task and model order: the run's
-    own, measured on the checkpoint it reports, else its twin's: the same run (its id) trained again by a study kept
-    under this report's folder (``<out_dir>/<study>/finished_runs/<run id>``, e.g. configs/far-lengths.yaml's), since
-    an archived run keeps no checkpoint to measure. ``measured_on`` names which, with the twin's machine and its test
-    coarse; a twin is another draw wherever its machine differs, and ``stands_for`` is False where its test coarse is
-    more than the tolerance from the selected run's (it did not learn what the selected run learned, say): its bands
-    are kept in the CSV but say nothing of the selected run, and the figure and the report's table leave them out."""
+    own, measured on the checkpoint it reports, else its :class:`Twin`'s. ``measured_on`` names which, with the twin's
+    machine and its test coarse; a twin's bands that do not stand for the selected run (``stands_for`` False) are
+    kept in the CSV but say nothing of it, and the figure and the report's table leave them out."""
     from pipeline.generalisation import read_far_lengths
 
     columns = ["task", "model", "run_id", "measured_on", "machine", "test_coarse", "stands_for", "low", "high", "n",
@@ -320,13 +343,9 @@ def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None =
     for task in TASK_NAMES:
         for r in _in_model_order(selected, task).itertuples():
             found, where, machine, test = read_far_lengths(root / r.run_id), "selected run", r.machine, r.test_coarse
-            for twin in ([] if found or out_dir is None else sorted(out_dir.glob(f"*/finished_runs/{r.run_id}"))):
-                found = read_far_lengths(twin)
-                if found:
-                    results = RunDir(twin).read_results()
-                    where, machine = f"twin in {twin.parent.parent.name}/", machine_label(results)
-                    test = results["test_coarse"]
-                    break
+            twin = None if found else find_twin(r.run_id, r.test_coarse, out_dir, read_far_lengths)
+            if twin is not None:
+                found, where, machine, test = read_far_lengths(twin.path), twin.where, twin.machine, twin.test_coarse
             stands_for = within_tolerance(test - r.test_coarse)
             rows += [dict(task=task, model=r.model, run_id=r.run_id, measured_on=where, machine=machine,
                           test_coarse=test, stands_for=stands_for, low=int(row["low"]), high=int(row["high"]),
@@ -542,10 +561,11 @@ def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
                    f"{'run(s)' if single else 'population(s)'} side by side: {speeds}.")
 
 
-def first_error_lines(table: pd.DataFrame, root: Path) -> list[str]:
+def first_error_lines(table: pd.DataFrame, root: Path, out_dir: Path | None = None) -> list[str]:
     """Where the first error falls in the target, on the test-length set, for the selected run of every ITG cell
     (``first_errors.csv``): the share of sequences per fifth of the target, and right. What tells a failure at an ITG
-    rule's reordering from a late drift, without the checkpoint."""
+    rule's reordering from a late drift, without the checkpoint. A run that finished before the file existed is read
+    from its :class:`Twin` where one stands for it, and the row says so."""
     from pipeline.tasks import has_length_choice
 
     rows = table[table.run_id.notna() & table.task.map(has_length_choice)]
@@ -554,14 +574,23 @@ def first_error_lines(table: pd.DataFrame, root: Path) -> list[str]:
     lines = ["## Where the first error falls (ITG cells)", "",
              "Per selected run, the test-length sequences (source 65–128) by where in the target their first wrong "
              "symbol is, in fifths of the target (`</s>` its last symbol), and those entirely right: from "
-             "`first_errors.csv` in its run directory (tenths there).", "",
+             "`first_errors.csv` in its run directory (tenths there). A run that finished before that file existed "
+             "is read from its twin, where one learned what it learned (the run trained again, as for the far "
+             "lengths below; another draw where the machine differs).", "",
              "| task | model | 0–20% | 20–40% | 40–60% | 60–80% | 80–100% | right | sequences |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.itertuples():
-        counts = dict(RunDir(root / r.run_id).read_first_errors("test"))
-        name = f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} |"
+        counts, model = dict(RunDir(root / r.run_id).read_first_errors("test")), DISPLAY_NAMES[r.model]
+        twin = None if counts else find_twin(r.run_id, r.test_coarse, out_dir,
+                                             lambda path: RunDir(path).read_first_errors("test"))
+        if twin is not None and twin.stands_for:
+            counts, model = dict(RunDir(twin.path).read_first_errors("test")), f"{model}, its twin ({twin.machine})"
+        name = f"| {TASK_TITLES[r.task]} | {model} |"
         if not counts:
-            lines.append(f"{name} not recorded (the run finished before first_errors.csv existed) | | | | | | |")
+            why = ("the run finished before first_errors.csv existed" if twin is None else
+                   f"the run finished before first_errors.csv existed; its twin ({twin.machine}) reached test coarse "
+                   f"{twin.test_coarse:.2f}, not the run's {r.test_coarse:.2f}")
+            lines.append(f"{name} not recorded ({why}) | | | | | | |")
             continue
         total = sum(counts.values())
         fifths = [sum(counts.get(str(t), 0) for t in (2 * f, 2 * f + 1)) for f in range(5)]
@@ -772,7 +801,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
                          f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", *first_error_lines(table, root)]
+    lines += ["", *first_error_lines(table, root, out_dir)]
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "
               "than for benchmark LSTMs\" (§5). Here, per task and architecture:", "",

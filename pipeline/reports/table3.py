@@ -410,11 +410,14 @@ def summary_line(table: pd.DataFrame) -> str:
     counts = {v: int((table.verdict == v).sum()) for v in VERDICTS}
     line = (f"{counts['reproduced']} of {len(table)} cells reproduced, {counts['better']} better, "
             f"{counts['budget-limited']} budget-limited, {counts['stopped on its starting plateau']} stopped on "
-            f"their starting plateau, {counts['disagrees at convergence']} disagree at convergence")
+            f"their starting plateau, {counts['disagrees at convergence']} "
+            f"{'disagrees' if counts['disagrees at convergence'] == 1 else 'disagree'} at convergence")
     never_left = table[table.run_id.notna() & (table.left_start == False)]  # noqa: E712 (a column of objects)
     if len(never_left) > counts["stopped on its starting plateau"]:
         kinds = never_left.verdict.value_counts()
-        line += (f"; {len(never_left)} selected runs never left their starting plateau ("
+        many = len(never_left) != 1
+        line += (f"; {len(never_left)} selected run{'s' if many else ''} never left {'their' if many else 'its'} "
+                 "starting plateau ("
                  + ", ".join(f"{n} {verdict}" for verdict, n in kinds.items()) + ")")
     outside = int((~table.in_profile).sum())
     without = int((table.in_profile & table.run_id.isna()).sum())
