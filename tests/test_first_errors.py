@@ -55,8 +55,8 @@ def test_the_report_shows_where_the_itg_cells_first_errors_fall(tmp_path):
     def twin(run, test_coarse, where):
         path = out / "far-lengths" / "finished_runs" / run.name
         RunDir(path).write_first_errors([dict(split="test", where=w, n=n, mean_target_length="") for w, n in where])
-        (path / "results.json").write_text(json.dumps(dict(
-            batches=8000, train_perplexity=1.0, train_coarse=test_coarse, test_coarse=test_coarse, machine="Intel Xeon")))
+        (path / "results.json").write_text(json.dumps(dict(batches=8000, train_perplexity=1.0, train_coarse=test_coarse,
+                                                          test_coarse=test_coarse, machine="Intel Xeon")))
 
     twin(learned, 1.0, [("9", 3), ("none", 97)])
     twin(old, 0.0, [("0", 100)])
