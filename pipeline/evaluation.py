@@ -114,6 +114,19 @@ def length_averaged_token_accuracy(correct: Tensor, target_lengths: Tensor, sour
     return torch.stack(per_length).double().mean().item()
 
 
+# The cached sets Delétang et al.'s score covers on their tasks: together their test lengths, 41-500 (docs/tasks.md)
+TOKEN_ACCURACY_SPLITS = ("test", "long")
+
+
+def token_accuracy(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary) -> float:
+    """Delétang et al. 2023's score of ``model`` on ``pairs`` (for one of their tasks, the pairs of
+    :data:`TOKEN_ACCURACY_SPLITS` together): :func:`length_averaged_token_accuracy` of its greedy outputs
+    (:func:`greedy_correct_tokens`). Slow: every pair is decoded one step at a time."""
+    return length_averaged_token_accuracy(greedy_correct_tokens(model, pairs, vocab),
+                                          torch.tensor([len(p.target) for p in pairs]),
+                                          torch.tensor([len(p.source) for p in pairs]))
+
+
 def correct_prefix_from_logits(logits: Tensor, batch: Batch) -> Tensor:
     """#correct_i from one teacher-forced pass: the length of the longest prefix of the scored positions on which
     the argmax equals the target (equal to greedy decoding's, see the module docstring)."""

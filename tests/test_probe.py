@@ -492,20 +492,20 @@ def test_workers_default_to_the_usable_cores_and_the_profile_or_flag_wins(monkey
 def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_path):
     import pandas as pd
 
-    from pipeline.reports.build import _compute_line
+    from pipeline.reports.build import compute_line
 
     sweep = from_dict(SweepConfig, yaml.safe_load(tiny_profile(tmp_path).read_text()))
     runs = pd.DataFrame([dict(model="stack", batches=100, train_seconds=3600.0, eval_seconds=0.0, workers=4,
                               machine="Some CPU, 4 usable cores")] * 2)
-    line = _compute_line(runs, sweep)
+    line = compute_line(runs, sweep)
     assert "2.0 CPU-hours" in line and "0.5 h of wall time with 4 worker(s) on Some CPU, 4 usable cores" in line
     older = runs.drop(columns=["workers", "machine"])  # runs made before results recorded them
-    assert "with 1 worker(s) (machine not recorded)" in _compute_line(older, sweep)
+    assert "with 1 worker(s) (machine not recorded)" in compute_line(older, sweep)
     # A grid split between machines (the deep LSTMs' rows sent to a GPU): each machine's share, and the speeds of the
     # machine that did most of the work only.
     gpu = pd.DataFrame([dict(model="lstm8", batches=100, train_seconds=1800.0, eval_seconds=0.0, workers=6,
                              machine="Other CPU, 16 usable cores, GPU H200")])
-    line = _compute_line(pd.concat([runs, gpu]), sweep)
+    line = compute_line(pd.concat([runs, gpu]), sweep)
     assert "2.5 CPU-hours over the 3 finished runs" in line and "about 0.6 h of wall time: 2.0 CPU-hours" in line
     assert ("2.0 CPU-hours over 2 runs with 4 worker(s) on Some CPU, 4 usable cores; 0.5 CPU-hours over 1 run with "
             "6 worker(s) on Other CPU, 16 usable cores, GPU H200.") in line
@@ -513,18 +513,18 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     # Pools of other sizes on one machine: the range of their workers, and each run's wall time at its own pool's size
     # (2 x 3600 / 4 + 1800 / 6 + 3600 / 12 = 2,400 s: 0.7 h; one pool size for the machine would give 0.8 or 0.6 h).
     wider = gpu.assign(train_seconds=3600.0, workers=12)
-    line = _compute_line(pd.concat([runs, gpu, wider]), sweep)
+    line = compute_line(pd.concat([runs, gpu, wider]), sweep)
     assert "about 0.7 h of wall time" in line
     assert "1.5 CPU-hours over 2 runs with 6–12 worker(s) on Other CPU, 16 usable cores, GPU H200" in line
     # Runs trained as one population share its wall time: each counts its share, and the speed is per member-batch
     members = [f"r{k}" for k in range(4)]
     population = pd.DataFrame([dict(model="lstm2", batches=1000, train_seconds=200.0, eval_seconds=0.0, workers=1,
                                     machine="Other CPU, 16 usable cores, GPU H100", population=members)] * 4)
-    line = _compute_line(population, sweep)
+    line = compute_line(population, sweep)
     assert line.startswith("Compute: 0.1 hours over the 4 finished runs") and "its wall time over its members" in line
     assert "about 3 min of wall time" in line and "median ms a member-batch with 1 population(s) side by side: " \
         "2-layer LSTM 50." in line
-    assert "member" not in _compute_line(runs, sweep)  # single runs: as before
+    assert "member" not in compute_line(runs, sweep)  # single runs: as before
 
 
 # -- issue 35, faults 1 and 5: everything checked before anything in a finished run's folder changes ----------------

@@ -14,6 +14,9 @@
 * ``README.md``: the verdict count first, then what the profile ran, each cell's verdict and evidence (with a
   link to any documented experiment kept in ``reports/experiments/`` that continues one of the cell's runs), the
   figures, and what made the report.
+
+A profile that trains a model or a task beside the paper's (``configs/baselines.yaml``) gets the report of
+:mod:`pipeline.reports.baselines` instead.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ TASK_TITLES = Field(TASKS, "title")
 # Figures.
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot, drawing to files only (imported when a figure is drawn: reports without one skip it)."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -268,7 +272,7 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     (and no file) when there is nothing to draw."""
     if part.empty:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.3))
     for r in (faint.itertuples() if faint is not None else ()):  # the other runs: thin, no marker, no label
         for ax, (x, y, _) in zip(axes, curves(r)):
@@ -359,7 +363,7 @@ def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
     far = far[far.stands_for]
     if far.empty:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     tasks = [t for t in TASK_NAMES if t in set(far.task)]
     # at least 8.5 inches wide: the title and the caption fit even with one task's panel
     fig, axes = plt.subplots(2, len(tasks), figsize=(max(3.6 * len(tasks) + 0.6, 8.5), 6.4), sharey=True, squeeze=False)
@@ -435,7 +439,8 @@ def far_lengths_lines(far: pd.DataFrame, table: pd.DataFrame, drawn: bool) -> li
 # The whole report.
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it (reports name no one's home folder)."""
     from pipeline.paths import REPO_ROOT
 
     path = Path(path).resolve()
@@ -509,16 +514,27 @@ def stopping_table(sweep: SweepConfig) -> list[str]:
             *(f"| {' | '.join(key)} | {n} |" for key, n in sorted(rows.items(), key=lambda kv: -kv[1]))]
 
 
-def _compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
+def population_members(finished: pd.DataFrame) -> pd.Series:
+    """Per finished run (rows of results), the runs of the population it trained in (1 alone). A population's members
+    train in one process, each its wall time: each counts its share, its seconds over its members."""
+    return (finished["population"].map(lambda p: len(p) if isinstance(p, list) and p else 1)
+            if "population" in finished else pd.Series(1, index=finished.index))
+
+
+def run_seconds(finished: pd.DataFrame) -> pd.Series:
+    """What each finished run (rows of results) cost: its training and evaluation seconds, summed over restarts, its
+    share where it trained in a population (:func:`population_members`)."""
+    return (finished["train_seconds"] + finished["eval_seconds"]) / population_members(finished)
+
+
+def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     """What the finished runs cost: training and evaluation seconds (summed over restarts), one thread each, per
     machine they recorded (a grid split between machines, a GPU's rows say so)."""
     if finished.empty:
         return ""
-    # A population's members (results name it) train in one process, each its wall time: each counts its share
-    members = (finished["population"].map(lambda p: len(p) if isinstance(p, list) and p else 1)
-               if "population" in finished else pd.Series(1, index=finished.index))
+    members = population_members(finished)
     finished = finished.assign(
-        seconds=(finished["train_seconds"] + finished["eval_seconds"]) / members,
+        seconds=run_seconds(finished),
         train_seconds=finished["train_seconds"] / members,
         # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
         workers=finished["workers"] if "workers" in finished else float("nan"),
@@ -673,11 +689,13 @@ def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str
     return "; " + "; ".join(notes) if notes else ""
 
 
-def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Path, force: bool) -> None:
-    """See :func:`write_report`: damaged runs refuse a report; so do zero done runs, or fewer than the existing
-    report's ``all_runs.csv`` counted while some of the grid's runs are not done (a runs folder lost or mistyped),
-    unless ``force``. A profile whose grid shrank, every run of it done, reports without ``force``."""
-    check_kind(out_dir, "profile")
+def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Path, force: bool,
+                     kind: str = "profile", empty_allowed: bool = False) -> None:
+    """See :func:`write_report`: damaged runs refuse a report; so do zero done runs (unless ``empty_allowed``: a report
+    that says so), or fewer than the existing report's ``all_runs.csv`` counted while some of the grid's runs are not
+    done (a runs folder lost or mistyped), unless ``force``. A profile whose grid shrank, every run of it done, reports
+    without ``force``. ``kind``: the report's, which never overwrites another kind's (:mod:`pipeline.reports.kinds`)."""
+    check_kind(out_dir, kind)
     damaged = [RunDir(s.run_dir).damage() for s in statuses if s.state == "damaged"]
     if damaged:
         raise ReportRefused(f"{len(damaged)} run(s) have damaged files, so their cells would change silently: "
@@ -690,10 +708,19 @@ def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Pat
             before = int(pd.read_csv(out_dir / "all_runs.csv").state.isin(DONE).sum())
         except (ValueError, AttributeError, pd.errors.ParserError):
             before = 0
-    if not force and (done == 0 or (done < before and done < len(statuses))):
+    if not force and ((done == 0 and not empty_allowed) or (done < before and done < len(statuses))):
         raise ReportRefused(f"{done} done run(s) in {root}, where the report in {out_dir} counted {before}: "
                             "is the runs folder right? `transduce archive " + str(config_file) + " --restore` "
                             "brings back the committed runs (or `make report`); --force writes the report anyway")
+
+
+def profile_header(sweep: SweepConfig, config_file: str | Path, command: str | None = None) -> str:
+    """The line a profile's report opens with: what made it (:func:`pipeline.provenance.provenance`), the profile and
+    its config hash. ``command``: the command that makes the report, not the one typed (--force or a path spelled
+    another way changes nothing in it, and a regenerated report should be the committed one byte for byte)."""
+    return provenance(command or f"transduce report {config_file}", inputs=(config_file,)) + (
+        f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`). Run commits are listed per run in "
+        "`all_runs.csv`.")
 
 
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
@@ -701,7 +728,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                  experiments_dir: Path | None = None, force: bool = False) -> Path:
     """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path. Experiments kept under
     ``experiments_dir`` (default ``reports/experiments/``) that continue one of the profile's runs are linked from
-    that run's cell.
+    that run's cell. A profile whose grid has a model or task beside the paper's gets the baselines' report instead
+    (:mod:`pipeline.reports.baselines`).
 
     Refused before anything is written (:class:`ReportRefused`): when a run's files are damaged (its cell would
     change silently), and, unless ``force``, when no run is done or fewer are than the report already there counted
@@ -709,18 +737,16 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     that shrank, every run of it done, is not refused). Figures the new report does not draw are
     removed, so none is left behind from an older report."""
     from pipeline.paths import REPORTS_DIR
+    from pipeline.reports.baselines import beside_the_paper, write_baselines_report
 
+    if beside_the_paper(sweep):  # no Table 3: the report of what it trained beside the paper (its module says why)
+        return write_baselines_report(sweep, config_file, runs_root, out_dir, command, force)
     root = sweep_root(sweep, runs_root)
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
     statuses = sweep_status(sweep, runs_root)
     check_reportable(statuses, out_dir, root, config_file, force)
     out_dir.mkdir(parents=True, exist_ok=True)
-    # the command that makes this report, not the one typed: --force or a path spelled another way changes nothing in
-    # it, and a regenerated report should be the committed one byte for byte
-    command = command or f"transduce report {config_file}"
-    header = provenance(command, inputs=(config_file,)) + (
-        f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`). Run commits are listed per run in "
-        "`all_runs.csv`.")
+    header = profile_header(sweep, config_file, command)
 
     runs = all_runs(sweep, runs_root)
     atomic_write_text(out_dir / "all_runs.csv", runs.to_csv(index=False))
@@ -771,8 +797,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         lines += ["![Table 3 at a glance: ours against the paper's, coarse accuracy](table3.png)", ""]
     lines += [header, "", sweep.description.strip(), "", "## Runs", "",
               f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
-              f"Run directories: `{_display_path(root)}`. " + _commits_line(selected), "",
-              _compute_line(pd.DataFrame(finished), sweep), "", *machine_lines(runs, root),
+              f"Run directories: `{display_path(root)}`. " + _commits_line(selected), "",
+              compute_line(pd.DataFrame(finished), sweep), "", *machine_lines(runs, root),
               "Stopping rules of the grid's runs (docs/training.md says what each checks):", "",
               *stopping_table(sweep), "",
               "Every run, selected or not, with its settings, state, stop reason and numbers: "

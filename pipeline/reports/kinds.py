@@ -1,6 +1,7 @@
 """Which kind of report a folder holds, read off its README's title, so that one kind never overwrites another.
 
-A profile's report (Table 3, :mod:`pipeline.reports.build`) and a study's report (:mod:`pipeline.reports.recipe`) both
+A profile's report (Table 3, :mod:`pipeline.reports.build`), the report of a profile that trains models or tasks
+beside the paper's (:mod:`pipeline.reports.baselines`) and a study's report (:mod:`pipeline.reports.recipe`) all
 write a ``README.md``; the title line says which wrote it. ``transduce study configs/cpu.yaml --report-only`` once
 replaced the committed Table 3 with a study table: now each writer checks the folder first.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 from pipeline.config import ConfigError
 
 # kind -> the start of the title line its README begins with
-TITLES = {"profile": "# Report: profile", "study": "# Study:", "screen": "# Screen:"}
+TITLES = {"profile": "# Report: profile", "study": "# Study:", "screen": "# Screen:", "baselines": "# Baselines:"}
 
 
 class ReportRefused(ConfigError):

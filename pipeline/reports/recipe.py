@@ -103,6 +103,12 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return low, high
 
 
+def done_seeds(runs: pd.DataFrame) -> pd.Series:
+    """Which runs (rows with ``state`` and ``learned_at``) are done as the study counts them: finished, pruned as not
+    learning, or stopped having learned."""
+    return runs.state.isin(DONE) | runs.learned_at.notna()
+
+
 def study_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (cell, choice, lr), in grid order: seeds in the grid, seeds done (finished, pruned as not
     learning, or stopped having learned), seeds that learned, the share of done seeds that learned, the median
@@ -110,7 +116,7 @@ def study_table(runs: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (task, model, choice, lr), part in runs.groupby(["task", "model", "choice", "lr"], sort=False):
         learned = part.learned_at.notna()
-        done = part.state.isin(DONE) | learned  # a pruned seed is done: it did not learn
+        done = done_seeds(part)  # a pruned seed is done: it did not learn
         batches = part.loc[learned, "learned_at"]
         low, high = clopper_pearson(int(learned.sum()), int(done.sum()))
         out.append(dict(task=task, model=model, choice=choice, lr=lr, seeds=len(part), done=int(done.sum()),

@@ -1,0 +1,167 @@
+"""The baselines' report (pipeline/reports/baselines.py), rendered from tiny run folders: a Transformer and the JM
+Stack-LSTM on copy and on Delétang et al.'s reverse_string, hidden 16, 20 batches. The numbers mean nothing; the
+layout is what is checked: the table by task and model, the published scores beside ours, the figure, lines an editor
+can show, and a report that says so when nothing is trained yet."""
+
+import re
+
+import pytest
+import yaml
+
+from pipeline.config import ModelConfig
+from pipeline.reports.baselines import FIGURE, TOKEN_FILE, beside_the_paper, variant, variant_name
+from pipeline.reports.build import write_report
+from pipeline.reports.kinds import ReportRefused
+from pipeline.reports.published import DELETANG_ARCHITECTURES, deletang_table2
+from pipeline.rundir import RunDir
+from pipeline.sweep import load_sweep
+
+LONGEST_LINE = 1000
+TASKS = ["copy", "reverse_string"]
+TRAINING = dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
+                final_eval_size=10, far_eval_size=2, checkpoint_every=10, early_stop_patience=0, length_pool=2)
+TABLE_HEADER = ("| task | model | lr | seeds done / in grid | learned | selected run | training coarse / fine | "
+                "test coarse / fine | exact up to | CPU-hours |")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("data_cache")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(cache, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache))
+
+
+def profile(folder, name="tiny-baselines"):
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name, "defaults": {"model": {"memory_width": 8, "embedding": 8}, "training": TRAINING,
+                                   "tracking": {"wandb": "off"}},
+        "grid": [{"tasks": TASKS, "models": ["transformer", "jm_stack"], "hidden": [16], "lr": [1e-2]}]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, cache):
+    """The tiny profile's four runs, trained one by one with the training entry point."""
+    from pipeline.training.run import train
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRANSDUCE_DATA_CACHE", str(cache))
+    folder = tmp_path_factory.mktemp("baselines")
+    path = profile(folder)
+    sweep = load_sweep(path)
+    for run in sweep.runs():
+        train(run, folder / "runs" / run.run_id(), progress=False)
+    mp.undo()
+    return path, sweep, folder / "runs"
+
+
+def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_scores(trained, tmp_path):
+    path, sweep, runs = trained
+    assert beside_the_paper(sweep)
+    out = tmp_path / "out"
+    readme = write_report(sweep, path, runs, out, command="pytest")  # the Table 3 report hands it over
+    text = readme.read_text()
+    lines = text.splitlines()
+
+    assert lines[0] == "# Baselines: profile `tiny-baselines`" and not (out / "table3.md").exists()
+    assert "Not trained yet" not in text and "Compute: " in text
+    assert TABLE_HEADER in lines
+    for task in ("Sequence copying", "Reverse string (Delétang et al.)"):
+        for model in ("Transformer (sinusoidal)", "JM Stack-LSTM"):
+            row = next(line for line in lines if line.startswith(f"| {task} | {model} | 0.01 | 1 / 1 |"))
+            cells = row.split(" | ")
+            assert len(cells) == TABLE_HEADER.count(" | ") + 1
+            assert re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[6]) and re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[7])
+            assert re.fullmatch(r"\d+|not even 129–192", cells[8])  # the far bands were measured (far_eval_size)
+
+    # Delétang et al.'s score: ours measured on each selected run's best checkpoint, theirs beside it
+    assert re.search(r"\| Reverse string \(Delétang et al\.\) \| Transformer \(sinusoidal\) \| \d+\.\d \| \d+\.\d "
+                     r"\(1 of 1 runs scored\) \| not transcribed \(Transformer\) \|", text)
+    assert re.search(r"\| Reverse string \(Delétang et al\.\) \| JM Stack-LSTM \| \d+\.\d \| .* \| not transcribed "
+                     r"\(Stack-RNN\) \|", text)
+    assert "| task | " + " | ".join(DELETANG_ARCHITECTURES) + " |" in lines
+    assert "| Reverse string (Delétang et al.) |" + " not transcribed |" * 5 in lines
+    assert "| Duplicate string" not in text  # only the tasks the profile trained
+
+    assert f"]({FIGURE})" in text and (out / FIGURE).is_file()
+    for name in ("all_runs.csv", "cells.csv", TOKEN_FILE):
+        assert (out / name).is_file(), name
+    assert max(map(len, lines)) <= LONGEST_LINE
+
+
+def test_a_score_the_report_measured_is_kept_when_the_checkpoint_is_gone(trained, tmp_path):
+    """Greedy decoding costs about as much as training: a score measured once is read back, also once the archive
+    has dropped the checkpoint it was measured on."""
+    import shutil
+
+    path, sweep, runs = trained
+    out = tmp_path / "out"
+    write_report(sweep, path, runs, out, command="pytest")
+    first = (out / TOKEN_FILE).read_text()
+    assert first.count("measured by the report on its best checkpoint") == 2  # reverse_string's two selected runs
+    bare = tmp_path / "bare"
+    shutil.copytree(runs, bare)
+    for folder in bare.iterdir():
+        shutil.rmtree(RunDir(folder).best_checkpoint.parent)
+    write_report(sweep, path, bare, out, command="pytest")
+    assert (out / TOKEN_FILE).read_text() == first
+    write_report(sweep, path, bare, tmp_path / "fresh", command="pytest")  # nothing measured before, nothing to measure
+    assert (tmp_path / "fresh" / TOKEN_FILE).read_text().count("\n") == 1
+    assert "| Reverse string (Delétang et al.) | JM Stack-LSTM | not scored | — |" in (
+        (tmp_path / "fresh" / "README.md").read_text())
+
+
+def test_with_no_run_done_the_report_says_it_is_not_trained_yet(tmp_path):
+    path = profile(tmp_path, "untrained")
+    out = tmp_path / "out"
+    text = write_report(load_sweep(path), path, tmp_path / "runs", out, command="pytest").read_text()
+    assert "**Not trained yet.** None of the 4 runs has finished" in text
+    assert "| Sequence copying | Transformer (sinusoidal) | 0.01 | 1 | 20 |" in text  # the grid as planned
+    assert "| Reverse string (Delétang et al.) |" + " not transcribed |" * 5 in text
+    assert TABLE_HEADER not in text and not (out / FIGURE).exists()
+    assert max(map(len, text.splitlines())) <= LONGEST_LINE
+
+
+def test_a_baselines_report_never_overwrites_a_table3_report(tmp_path):
+    path = profile(tmp_path, "beside")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "README.md").write_text("# Report: profile `cpu`\n")
+    with pytest.raises(ReportRefused, match="holds a profile's report"):
+        write_report(load_sweep(path), path, tmp_path / "runs", out, command="pytest")
+
+
+def test_each_positional_encoding_is_a_row_of_its_own():
+    rows = {variant(ModelConfig(name="transformer", positional_encoding=p)) for p in ("sinusoidal", "none")}
+    assert rows == {"transformer/sinusoidal", "transformer/none"}
+    assert variant(ModelConfig(name="jm_stack")) == "jm_stack"
+    assert variant_name("transformer/randomised") == "Transformer (randomised)"
+    assert variant_name("stack") == "Stack-LSTM"
+
+
+def test_the_published_scores_cover_both_tasks_and_every_architecture_and_name_where_each_was_checked():
+    table = deletang_table2()
+    assert set(table.task) == {"reverse_string", "duplicate_string"}
+    assert all(sorted(part.architecture) == sorted(DELETANG_ARCHITECTURES) for _, part in table.groupby("task"))
+    entered = table[table.score.notna()]
+    assert entered.score.between(0, 100).all()
+    assert entered.source.notna().all() and table[table.score.isna()].source.isna().all()  # a score has its source
+
+
+def test_a_score_not_transcribed_is_said_so_never_a_number(tmp_path):
+    import pandas as pd
+
+    from pipeline.reports.baselines import deletang_lines
+
+    cells = pd.DataFrame([dict(task="duplicate_string", variant="transformer/none", run_id=None, done=0),
+                          dict(task="duplicate_string", variant="lstm1", run_id=None, done=0)])
+    scores = pd.DataFrame(columns=["task", "variant", "run_id", "token_accuracy"])
+    lines = deletang_lines(cells, scores, ["duplicate_string"], ["transformer/none", "lstm1"])
+    assert any(line.endswith("| 52.8 (Transformer) |") and "Transformer (none)" in line for line in lines)
+    assert any(line.endswith("| not transcribed (LSTM) |") and "1-layer LSTM" in line for line in lines)
+    row = next(line for line in lines if line.startswith("| Duplicate string (Delétang et al.) | not"))
+    assert row.count("not transcribed") == 4 and "| 52.8 |" in row
