@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from pipeline.config import ModelConfig
-from pipeline.reports.baselines import FIGURE, TOKEN_FILE, beside_the_paper, variant, variant_name
-from pipeline.reports.build import write_report
+from pipeline.reports.baselines import FIGURE, TOKEN_FILE, variant, variant_name
+from pipeline.reports.build import beside_the_paper, write_report
 from pipeline.reports.kinds import ReportRefused
+from pipeline.reports.profile import write_profile_report
 from pipeline.reports.published import DELETANG_ARCHITECTURES, deletang_table2
 from pipeline.rundir import RunDir
 from pipeline.sweep import load_sweep
@@ -63,7 +64,7 @@ def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_s
     path, sweep, runs = trained
     assert beside_the_paper(sweep)
     out = tmp_path / "out"
-    readme = write_report(sweep, path, runs, out, command="pytest")  # the Table 3 report hands it over
+    readme = write_profile_report(sweep, path, runs, out, command="pytest")  # transduce report's choice
     text = readme.read_text()
     lines = text.splitlines()
 
@@ -100,16 +101,17 @@ def test_a_score_the_report_measured_is_kept_when_the_checkpoint_is_gone(trained
 
     path, sweep, runs = trained
     out = tmp_path / "out"
-    write_report(sweep, path, runs, out, command="pytest")
+    write_profile_report(sweep, path, runs, out, command="pytest")
     first = (out / TOKEN_FILE).read_text()
     assert first.count("measured by the report on its best checkpoint") == 2  # reverse_string's two selected runs
     bare = tmp_path / "bare"
     shutil.copytree(runs, bare)
     for folder in bare.iterdir():
         shutil.rmtree(RunDir(folder).best_checkpoint.parent)
-    write_report(sweep, path, bare, out, command="pytest")
+    write_profile_report(sweep, path, bare, out, command="pytest")
     assert (out / TOKEN_FILE).read_text() == first
-    write_report(sweep, path, bare, tmp_path / "fresh", command="pytest")  # nothing measured before, nothing to measure
+    fresh = tmp_path / "fresh"
+    write_profile_report(sweep, path, bare, fresh, command="pytest")  # nothing measured before, nothing to measure
     assert (tmp_path / "fresh" / TOKEN_FILE).read_text().count("\n") == 1
     assert "| Reverse string (Delétang et al.) | JM Stack-LSTM | not scored | — |" in (
         (tmp_path / "fresh" / "README.md").read_text())
@@ -118,7 +120,7 @@ def test_a_score_the_report_measured_is_kept_when_the_checkpoint_is_gone(trained
 def test_with_no_run_done_the_report_says_it_is_not_trained_yet(tmp_path):
     path = profile(tmp_path, "untrained")
     out = tmp_path / "out"
-    text = write_report(load_sweep(path), path, tmp_path / "runs", out, command="pytest").read_text()
+    text = write_profile_report(load_sweep(path), path, tmp_path / "runs", out, command="pytest").read_text()
     assert "**Not trained yet.** None of the 4 runs has finished" in text
     assert "| Sequence copying | Transformer (sinusoidal) | 0.01 | 1 | 20 |" in text  # the grid as planned
     assert "| Reverse string (Delétang et al.) |" + " not transcribed |" * 5 in text
@@ -132,7 +134,15 @@ def test_a_baselines_report_never_overwrites_a_table3_report(tmp_path):
     out.mkdir()
     (out / "README.md").write_text("# Report: profile `cpu`\n")
     with pytest.raises(ReportRefused, match="holds a profile's report"):
+        write_profile_report(load_sweep(path), path, tmp_path / "runs", out, command="pytest")
+
+
+def test_the_table3_report_refuses_a_profile_beside_the_paper_before_writing(tmp_path):
+    path = profile(tmp_path, "beside")
+    out = tmp_path / "out"
+    with pytest.raises(ReportRefused, match="beside the paper's, so it has no Table 3"):
         write_report(load_sweep(path), path, tmp_path / "runs", out, command="pytest")
+    assert not out.exists()
 
 
 def test_each_positional_encoding_is_a_row_of_its_own():

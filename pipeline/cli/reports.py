@@ -47,10 +47,10 @@ def report(
                                                       "profile's runs are not done."),
 ) -> None:
     """Write Table 3 (beside the paper's), Table 2 and the figures from finished runs; trains nothing."""
-    from pipeline.reports.build import write_report
+    from pipeline.reports.profile import write_profile_report
 
     config = load_profile(profile, reports=out is None and not force)
-    typer.echo(f"wrote {write_report(config, profile, runs_dir, out, force=force)}")
+    typer.echo(f"wrote {write_profile_report(config, profile, runs_dir, out, force=force)}")
 
 
 @app.command()

@@ -1,7 +1,7 @@
 """The report of a profile that trains models or tasks beside the paper's (``configs/baselines.yaml``: the
 Transformer under four positional encodings and the Joulin-Mikolov stack beside the Stack-LSTM and the 1-layer LSTM,
 on the paper's five tasks and Delétang et al. 2023's two). ``transduce report`` writes it in place of the Table 3
-report (:func:`pipeline.reports.build.write_report` hands such a profile here): Table 3's cells and verdicts judge the
+report (:func:`pipeline.reports.profile.write_profile_report` chooses): Table 3's cells and verdicts judge the
 paper's models, searched and budgeted as the paper's, against its numbers, where a baselines profile trains every
 model of its grid at one budget of its own. So this report sets the models beside one another, and on Delétang et
 al.'s tasks beside their published scores, and gives no verdict.
@@ -32,7 +32,7 @@ import pandas as pd
 from pipeline.config import SweepConfig
 from pipeline.files import atomic_write_text
 from pipeline.generalisation import FAR_BANDS, longest_exact_band, read_far_lengths
-from pipeline.models import DISPLAY_NAMES, MODELS
+from pipeline.models import DISPLAY_NAMES
 from pipeline.reports.build import (
     LENGTH_BIN,
     binned_accuracy,
@@ -71,12 +71,6 @@ TOKEN_FILE = "token_accuracy.csv"
 TOKEN_COLUMNS = ["task", "variant", "seed", "run_id", "batches", "token_accuracy", "source"]
 CELL_COLUMNS = ["task", "variant", "lr", "seeds", "done", "learned", "share", "cap", "seed", "batches", "stop_reason",
                 "train_perplexity", *METRICS, "exact_up_to", "far_measured", "cpu_hours", "run_id"]
-
-
-def beside_the_paper(sweep: SweepConfig) -> bool:
-    """Whether the profile's grid has a model or a task that is not the paper's (``paper=False`` in its registry
-    entry): its report is this one, not Table 3."""
-    return any(not MODELS[run.model.name].paper or not TASKS[run.task].paper for run in sweep.runs())
 
 
 def variant(model) -> str:

@@ -16,7 +16,7 @@
   figures, and what made the report.
 
 A profile that trains a model or a task beside the paper's (``configs/baselines.yaml``) gets the report of
-:mod:`pipeline.reports.baselines` instead.
+:mod:`pipeline.reports.baselines` instead (:func:`pipeline.reports.profile.write_profile_report` chooses).
 """
 
 from __future__ import annotations
@@ -723,13 +723,19 @@ def profile_header(sweep: SweepConfig, config_file: str | Path, command: str | N
         "`all_runs.csv`.")
 
 
+def beside_the_paper(sweep: SweepConfig) -> bool:
+    """Whether the profile's grid has a model or a task that is not the paper's (``paper=False`` in its registry
+    entry): its report is the baselines' (:mod:`pipeline.reports.baselines`), not Table 3."""
+    return any(not MODELS[run.model.name].paper or not TASKS[run.task].paper for run in sweep.runs())
+
+
 def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                  out_dir: Path | None = None, command: str | None = None,
                  experiments_dir: Path | None = None, force: bool = False) -> Path:
     """Write ``reports/<profile>/`` from the profile's runs. Returns the README's path. Experiments kept under
     ``experiments_dir`` (default ``reports/experiments/``) that continue one of the profile's runs are linked from
-    that run's cell. A profile whose grid has a model or task beside the paper's gets the baselines' report instead
-    (:mod:`pipeline.reports.baselines`).
+    that run's cell. A profile whose grid has a model or task beside the paper's (:func:`beside_the_paper`) is
+    refused: its report is the baselines' (:mod:`pipeline.reports.baselines`; ``transduce report`` chooses).
 
     Refused before anything is written (:class:`ReportRefused`): when a run's files are damaged (its cell would
     change silently), and, unless ``force``, when no run is done or fewer are than the report already there counted
@@ -737,10 +743,10 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     that shrank, every run of it done, is not refused). Figures the new report does not draw are
     removed, so none is left behind from an older report."""
     from pipeline.paths import REPORTS_DIR
-    from pipeline.reports.baselines import beside_the_paper, write_baselines_report
 
     if beside_the_paper(sweep):  # no Table 3: the report of what it trained beside the paper (its module says why)
-        return write_baselines_report(sweep, config_file, runs_root, out_dir, command, force)
+        raise ReportRefused(f"{config_file}: its grid trains a model or task beside the paper's, so it has no Table 3; "
+                            "its report is the baselines' (transduce report chooses it)")
     root = sweep_root(sweep, runs_root)
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
     statuses = sweep_status(sweep, runs_root)
