@@ -455,6 +455,23 @@ def test_a_profiles_slurm_section_is_validated_when_it_is_loaded(tmp_path, key, 
         load_sweep(profile(tmp_path / "p.yaml", 10, slurm={key: value}))
 
 
+def test_the_sweep_keeps_the_draw_it_trains_again_from_batch_0(tmp_path, cache_dir, monkeypatch):
+    """The sweep's own path (a worker training one run): a run whose results stop short of its budget and whose
+    checkpoint is gone is trained again from batch 0, and the draw it replaces is kept in earlier_draws.json. The
+    single-run path once cleared the folder without it (the population path kept it), so two runs retrained on
+    the Intel machine lost their first draws' record and the archive refused their new draws."""
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    short, long = profile(tmp_path / "a" / "p.yaml", 20), profile(tmp_path / "b" / "p.yaml", 30)
+    runs = tmp_path / "runs"
+    (run,) = run_local(load_sweep(short), runs, echo=lambda _: None)
+    folder = RunDir(runs / run.run_dir.name)
+    first = folder.read_results()
+    shutil.rmtree(folder.checkpoints)  # archived without it, restored elsewhere
+    (again,) = run_local(load_sweep(long), runs, echo=lambda _: None)
+    assert again.state == "finished" and folder.read_results()["batches"] == 30
+    assert folder.read_earlier_draws() == [first]
+
+
 def test_a_run_trained_again_from_batch_0_replaces_its_archived_copy_keeping_it_as_an_earlier_draw(
         tmp_path, cache_dir, monkeypatch):
     """A run whose checkpoint was lost is trained again from batch 0 (another machine's floats: another draw), and
