@@ -56,7 +56,8 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
     whose budget was raised since is extended: its results are kept as ``results.<batches>.json`` and training
     resumes from ``last.ckpt``. A run that stopped early (pruned, converged, plateau) is continued only with
     ``reopen``. A directory that has logged batches but lost ``last.ckpt`` is refused unless ``restart``, which
-    trains the run again from batch 0 (its metrics, checkpoints and results are replaced).
+    trains the run again from batch 0 (its metrics, checkpoints and results are replaced; the results, or those it
+    was reopened after, are kept in ``earlier_draws.json``).
 
     Only one process trains a run directory: this takes its lock (:mod:`pipeline.runlock`) and raises
     :class:`RunBusy` when another process holds it; ``locked`` says the caller (a sweep worker) holds it already."""

@@ -109,10 +109,10 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
 def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool = False) -> bool:
     """Make ``run_dir`` ready to train ``config`` (the caller holds its lock), or refuse in one line with the folder
     left as it was: a folder of another config, results of another config, a run that cannot continue, a lost or
-    unreadable ``last.ckpt``. ``restart`` clears the folder first (training again from batch 0, what the run
-    had reported kept as an earlier draw); ``reopen``
-    continues a run that stopped early. A finished run whose budget was raised keeps its results as
-    ``results.<batches>.json``. False when the run's results already answer its config (nothing to train)."""
+    unreadable ``last.ckpt``. ``restart`` clears the folder first (training again from batch 0; what the run had
+    reported is kept as an earlier draw); ``reopen`` continues a run that stopped early. A finished run whose budget
+    was raised keeps its results as ``results.<batches>.json``. False when the run's results already answer its
+    config (nothing to train)."""
     checked = check_continuable(config, run_dir, restart, reopen)
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     folder = RunDir(run_dir)
