@@ -411,7 +411,8 @@ def summary_line(table: pd.DataFrame) -> str:
     counts = {v: int((table.verdict == v).sum()) for v in VERDICTS}
     line = (f"{counts['reproduced']} of {len(table)} cells reproduced, {counts['better']} better, "
             f"{counts['budget-limited']} budget-limited, {counts['stopped on its starting plateau']} stopped on "
-            f"their starting plateau, {counts['disagrees at convergence']} "
+            f"{'its' if counts['stopped on its starting plateau'] == 1 else 'their'} starting plateau, "
+            f"{counts['disagrees at convergence']} "
             f"{'disagrees' if counts['disagrees at convergence'] == 1 else 'disagree'} at convergence")
     never_left = table[table.run_id.notna() & (table.left_start == False)]  # noqa: E712 (a column of objects)
     if len(never_left) > counts["stopped on its starting plateau"]:
