@@ -324,13 +324,16 @@ class Twin:
     stands_for: bool
 
 
-def find_twin(run_id: str, test_coarse: float, out_dir: Path | None, has: Callable[[Path], object]) -> Twin | None:
-    """The first twin of ``run_id`` (studies in name order) for which ``has(path)`` is true, or None."""
+def find_twin(run_id: str, test_coarse: float, out_dir: Path | None,
+              read: Callable[[Path], list]) -> tuple[Twin, list] | None:
+    """The first twin of ``run_id`` (studies in name order) for which ``read(path)`` finds something, with what it
+    found (read once), or None."""
     for path in ([] if out_dir is None else sorted(out_dir.glob(f"*/finished_runs/{run_id}"))):
-        results = RunDir(path).read_results() if has(path) else None  # a twin still training has no results
+        found = read(path)
+        results = RunDir(path).read_results() if found else None  # a twin still training has no results
         if results is not None:
             return Twin(path, f"twin in {path.parent.parent.name}/", machine_label(results), results["test_coarse"],
-                        within_tolerance(results["test_coarse"] - test_coarse))
+                        within_tolerance(results["test_coarse"] - test_coarse)), found
     return None
 
 
@@ -347,10 +350,11 @@ def far_lengths_table(selected: pd.DataFrame, root: Path, out_dir: Path | None =
     for task in TASK_NAMES:
         for r in _in_model_order(selected, task).itertuples():
             found, where, machine, test = read_far_lengths(root / r.run_id), "selected run", r.machine, r.test_coarse
-            twin = None if found else find_twin(r.run_id, r.test_coarse, out_dir, read_far_lengths)
-            if twin is not None:
-                found, where, machine, test = read_far_lengths(twin.path), twin.where, twin.machine, twin.test_coarse
-            stands_for = within_tolerance(test - r.test_coarse)
+            stands_for = True
+            hit = None if found else find_twin(r.run_id, r.test_coarse, out_dir, read_far_lengths)
+            if hit is not None:
+                twin, found = hit
+                where, machine, test, stands_for = twin.where, twin.machine, twin.test_coarse, twin.stands_for
             rows += [dict(task=task, model=r.model, run_id=r.run_id, measured_on=where, machine=machine,
                           test_coarse=test, stands_for=stands_for, low=int(row["low"]), high=int(row["high"]),
                           n=int(row["n"]), coarse=row["coarse"], fine=row["fine"]) for row in found]
@@ -597,10 +601,11 @@ def first_error_lines(table: pd.DataFrame, root: Path, out_dir: Path | None = No
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows.itertuples():
         counts, model = dict(RunDir(root / r.run_id).read_first_errors("test")), DISPLAY_NAMES[r.model]
-        twin = None if counts else find_twin(r.run_id, r.test_coarse, out_dir,
-                                             lambda path: RunDir(path).read_first_errors("test"))
+        hit = None if counts else find_twin(r.run_id, r.test_coarse, out_dir,
+                                            lambda path: RunDir(path).read_first_errors("test"))
+        twin = hit[0] if hit else None
         if twin is not None and twin.stands_for:
-            counts, model = dict(RunDir(twin.path).read_first_errors("test")), f"{model}, its twin ({twin.machine})"
+            counts, model = dict(hit[1]), f"{model}, its twin ({twin.machine})"
         name = f"| {TASK_TITLES[r.task]} | {model} |"
         if not counts:
             why = ("the run finished before first_errors.csv existed" if twin is None else
