@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from torch import Tensor
 
 from pipeline.config import (
     LATER_MODEL_KEYS,
@@ -222,6 +223,17 @@ def literal_update(stack, actions, value):
     return out
 
 
+def differentiable_literal_update(stack: Tensor, actions: Tensor, value: Tensor) -> Tensor:
+    """The same formulas row by row, in torch ops (so that gradients flow), on the whole depth."""
+    depth = stack.shape[1]
+    rows = []
+    for i in range(depth):
+        above = value if i == 0 else stack[:, i - 1]
+        below = stack[:, i + 1] if i + 1 < depth else torch.zeros_like(value)
+        rows.append(actions[:, 0:1] * above + actions[:, 1:2] * below + actions[:, 2:3] * stack[:, i])
+    return torch.stack(rows, dim=1)
+
+
 @pytest.mark.parametrize("depth", [1, 2, 5])
 def test_the_stack_update_is_the_papers_formulas(depth):
     gen = torch.Generator().manual_seed(depth)
@@ -231,6 +243,8 @@ def test_the_stack_update_is_the_papers_formulas(depth):
         value = torch.randn(3, 4, generator=gen, dtype=torch.float64)
         torch.testing.assert_close(jm_stack_update(stack, actions, value), literal_update(stack, actions, value),
                                    atol=1e-15, rtol=0)
+        torch.testing.assert_close(differentiable_literal_update(stack, actions, value),
+                                   literal_update(stack, actions, value), atol=1e-15, rtol=0)
 
 
 def test_with_one_hot_actions_it_is_a_classical_stack_of_bounded_depth():
@@ -254,24 +268,56 @@ def test_with_one_hot_actions_it_is_a_classical_stack_of_bounded_depth():
             assert torch.equal(tensor[b], expected), (t, b)
 
 
-@pytest.mark.parametrize("depth, read", [(3, 1), (4, 2), (64, 2)])
+@pytest.mark.parametrize("depth, read", [(3, 1), (4, 2), (64, 2), (64, 1)])
 def test_the_model_is_the_literal_stack_under_its_controller(depth, read):
-    """The model (its stack grown a row a step) against the equations run literally on the whole depth from the
-    start; depth 3 and 4 cut the stack of an 11-step sequence, 64 does not."""
+    """The model (its stack grown a row a step, and cut to the rows a later read can reach) against the equations run
+    literally on the whole depth from the start: the same outputs and the same gradients. Depth 3 and 4 cut the stack
+    of an 11-step sequence; at depth 64 the reach of the last reads cuts it from the sixth step on."""
     torch.manual_seed(0)
     model = JMStackLSTM(INPUTS, OUTPUTS, hidden=5, embedding=3, width=2, depth=depth, read=read).double()
     inputs, _ = random_batch(B=2, L=11)
+    weights = torch.randn(2, 11, OUTPUTS, dtype=torch.float64)
+
+    def gradients(logits):
+        model.zero_grad()
+        (weights * logits).sum().backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    x = model.embed(inputs)
+    stack = torch.zeros(2, depth, 2, dtype=torch.float64)
+    h, c = model.h0.expand(2, -1), model.c0.expand(2, -1)
+    outputs = []
+    for t in range(inputs.shape[1]):
+        h, c = model.controller(torch.cat([x[:, t], stack[:, :read].flatten(1)], dim=-1), (h, c))
+        actions = torch.softmax(model.actions(h), dim=-1)
+        stack = differentiable_literal_update(stack, actions, torch.tanh(model.value(h)))
+        outputs.append(model.readout(h))
+    literal = torch.stack(outputs, dim=1)
+    literal_gradients = gradients(literal)
+    ours = model(inputs)
+    torch.testing.assert_close(ours, literal.detach(), atol=1e-12, rtol=0)
+    for name, gradient in gradients(ours).items():
+        torch.testing.assert_close(gradient, literal_gradients[name], atol=1e-12, rtol=0, msg=name)
+
+
+def test_forward_cuts_the_rows_no_later_read_can_reach():
+    """The cut is real (not a no-op that the test above would also pass): at the last step of a T-position forward the
+    stack holds k rows, where one step at a time (which does not know T) holds min(T + k - 1, depth)."""
+    torch.manual_seed(0)
+    model = JMStackLSTM(INPUTS, OUTPUTS, hidden=5, embedding=3, width=2, depth=64, read=2).double()
+    inputs, _ = random_batch(B=2, L=11)
+    seen = []
+    original = model.advance
+
+    def watching(x, state):
+        seen.append(state.stack.shape[1])  # the rows each step starts from
+        return original(x, state)
+
+    model.advance = watching
     with torch.no_grad():
-        x = model.embed(inputs)
-        stack = torch.zeros(2, depth, 2, dtype=torch.float64)
-        h, c = model.h0.expand(2, -1), model.c0.expand(2, -1)
-        outputs = []
-        for t in range(inputs.shape[1]):
-            h, c = model.controller(torch.cat([x[:, t], stack[:, :read].flatten(1)], dim=-1), (h, c))
-            actions = torch.softmax(model.actions(h), dim=-1)
-            stack = literal_update(stack, actions, torch.tanh(model.value(h)))
-            outputs.append(model.readout(h))
-        torch.testing.assert_close(model(inputs), torch.stack(outputs, dim=1), atol=1e-12, rtol=0)
+        model(inputs)
+    # grown a row a step from k = 2, then cut to k + (T - 2 - t) rows after step t; unbounded it would reach 12
+    assert seen == [2, 3, 4, 5, 6, 7, 6, 5, 4, 3, 2]
 
 
 # -- settings, registry, ids -----------------------------------------------------------------------------------------

@@ -17,16 +17,22 @@ two stacks hold values of one range, and an empty row (zero) is the middle of th
 of nothing is, rather than one end of it. Delétang et al. (2023) push a linear value and read the top row only;
 Joulin and Mikolov's controller reads the top k. One row is the default here, as the Stack-LSTM's read is one row.
 
-Its forward loops over the positions in Python: a baseline, not a fast path. Only the rows a step can have reached
-are computed: a push moves the stack down by one row, so after t steps every row from the t-th down is still zero.
-The stack is kept k rows deep at the start and one row deeper each step, up to its depth, which gives the values of
-the whole depth (tested) at the cost of the rows in use. Padding comes after every real position of its row, and
-the model reads left to right, so padding never reaches a real position.
+Its forward loops over the positions in Python: a baseline, not a fast path. Only the rows that can matter are
+computed, which gives the values (and gradients) of the whole depth (tested) at the cost of those rows:
+* the rows a step can have reached: a push moves the stack down by one row, so after t steps every row from the
+  t-th down is still zero. The stack is kept k rows deep at the start and one row deeper each step, up to its depth;
+* the rows a later read can still reach: a pop moves the stack up by one row, and the last read of a sequence of T
+  positions is of s_{T-2} (by h_{T-1}), so a row deeper than k + (T - 2 - t) of s_t can never come within the top k
+  rows before the sequence ends. `forward`, which knows T, drops those rows (a row it drops can feed only rows it
+  drops later), so a sequence of T positions costs about T^2 / 4 row updates, not T^2 / 2. `step`, which does not
+  know T, keeps them.
+Padding comes after every real position of its row, and the model reads left to right, so padding never reaches a
+real position.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -96,7 +102,11 @@ class JMStackLSTM(TransductionModel):
         x = self.embed(inputs)
         state = self.initial_state(x.shape[0])
         outputs = []
-        for t in range(x.shape[1]):
+        positions = x.shape[1]
+        for t in range(positions):
             h, state = self.advance(x[:, t], state)
+            reachable = max(self.read, self.read + positions - 2 - t)  # the rows of s_t a later read can reach
+            if state.stack.shape[1] > reachable:
+                state = replace(state, stack=state.stack[:, :reachable])
             outputs.append(h)
         return self.readout(torch.stack(outputs, dim=1))
