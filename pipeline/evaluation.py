@@ -162,7 +162,6 @@ def evaluate(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary
 
 
 @torch.no_grad()
-@torch.no_grad()
 def greedy_decode(model: TransductionModel, source: Sequence[int], vocab: JointVocabulary, max_outputs: int, *,
                   reference: Sequence[int] | None = None, on_read: Callable | None = None) -> list[int]:
     """The one greedy decoder (evaluation and ``transduce inspect`` both use it): read ``<s> source <|>`` one token

@@ -300,24 +300,62 @@ def test_the_model_is_the_literal_stack_under_its_controller(depth, read):
         torch.testing.assert_close(gradient, literal_gradients[name], atol=1e-12, rtol=0, msg=name)
 
 
-def test_forward_cuts_the_rows_no_later_read_can_reach():
-    """The cut is real (not a no-op that the test above would also pass): at the last step of a T-position forward the
-    stack holds k rows, where one step at a time (which does not know T) holds min(T + k - 1, depth)."""
-    torch.manual_seed(0)
-    model = JMStackLSTM(INPUTS, OUTPUTS, hidden=5, embedding=3, width=2, depth=64, read=2).double()
-    inputs, _ = random_batch(B=2, L=11)
+def rows_each_step_starts_from(model, inputs, capacity=None, whole=False):
     seen = []
     original = model.advance
 
     def watching(x, state):
-        seen.append(state.stack.shape[1])  # the rows each step starts from
+        seen.append(state.stack.shape[1])
         return original(x, state)
 
     model.advance = watching
+    try:
+        with torch.no_grad():
+            if whole:
+                model(inputs)
+            else:
+                state = model.initial_state(inputs.shape[0], capacity=capacity)
+                for t in range(inputs.shape[1]):
+                    _, state = model.step(inputs[:, t], state)
+    finally:
+        del model.advance
+    return seen
+
+
+def test_the_rows_no_later_read_can_reach_are_dropped_where_the_length_is_known():
+    """The cut is real (not a no-op that the equality tests would also pass): grown a row a step from k = 2, then cut
+    to k + (T - 2 - t) rows after step t where T (forward) or a bound on it (step's capacity) is known; without a
+    bound every reached row is kept."""
+    torch.manual_seed(0)
+    model = JMStackLSTM(INPUTS, OUTPUTS, hidden=5, embedding=3, width=2, depth=64, read=2).double()
+    inputs, _ = random_batch(B=2, L=11)
+    cut = [2, 3, 4, 5, 6, 7, 6, 5, 4, 3, 2]
+    assert rows_each_step_starts_from(model, inputs, whole=True) == cut
+    assert rows_each_step_starts_from(model, inputs, capacity=11) == cut
+    assert rows_each_step_starts_from(model, inputs, capacity=13) == [2, 3, 4, 5, 6, 7, 8, 7, 6, 5, 4]
+    assert rows_each_step_starts_from(model, inputs) == list(range(2, 13))
+
+
+def test_stepping_under_a_loose_capacity_or_none_gives_the_forwards_logits():
+    """Greedy decoding passes the most steps it may take, not the steps it takes: a looser bound cuts less, never
+    wrongly; and a step past the capacity is refused rather than read from a cut stack."""
+    torch.manual_seed(0)
+    model = JMStackLSTM(INPUTS, OUTPUTS, hidden=5, embedding=3, width=2, depth=64, read=2).double().eval()
+    inputs, _ = random_batch(B=2, L=11)
     with torch.no_grad():
-        model(inputs)
-    # grown a row a step from k = 2, then cut to k + (T - 2 - t) rows after step t; unbounded it would reach 12
-    assert seen == [2, 3, 4, 5, 6, 7, 6, 5, 4, 3, 2]
+        whole = model(inputs)
+        for capacity in (None, 11, 12, 40):
+            state = model.initial_state(2, capacity=capacity)
+            stepped = []
+            for t in range(11):
+                logits, state = model.step(inputs[:, t], state)
+                stepped.append(logits)
+            torch.testing.assert_close(torch.stack(stepped, dim=1), whole, atol=1e-12, rtol=0, msg=str(capacity))
+        state = model.initial_state(2, capacity=3)
+        for t in range(3):
+            _, state = model.step(inputs[:, t], state)
+        with pytest.raises(ValueError, match="step 4 of a JM stack state made for 3 steps"):
+            model.step(inputs[:, 3], state)
 
 
 # -- settings, registry, ids -----------------------------------------------------------------------------------------

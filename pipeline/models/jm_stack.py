@@ -23,16 +23,17 @@ computed, which gives the values (and gradients) of the whole depth (tested) at 
   t-th down is still zero. The stack is kept k rows deep at the start and one row deeper each step, up to its depth;
 * the rows a later read can still reach: a pop moves the stack up by one row, and the last read of a sequence of T
   positions is of s_{T-2} (by h_{T-1}), so a row deeper than k + (T - 2 - t) of s_t can never come within the top k
-  rows before the sequence ends. `forward`, which knows T, drops those rows (a row it drops can feed only rows it
-  drops later), so a sequence of T positions costs about T^2 / 4 row updates, not T^2 / 2. `step`, which does not
-  know T, keeps them.
+  rows before the sequence ends. Those rows are dropped (a row dropped can feed only rows dropped later) wherever T,
+  or a bound on it, is known: `forward` knows it, and `step` takes it from `initial_state`'s capacity (greedy decoding
+  passes the most steps it can take; a step past the capacity is an error, as the cut would be wrong there). A
+  sequence of T positions costs about T^2 / 4 row updates, not T^2 / 2.
 Padding comes after every real position of its row, and the model reads left to right, so padding never reaches a
 real position.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +65,8 @@ class JMStackState:
     c: Tensor  # (B, H)
     stack: Tensor  # (B, rows, m): its top rows, those a step can have reached (see the module's docstring)
     actions: Tensor | None = None  # (B, 3): a_t at the last step (None before any)
+    steps: int = 0  # the steps taken so far
+    horizon: int | None = None  # the most steps that will be taken in all (initial_state's capacity), if known
 
 
 class JMStackLSTM(TransductionModel):
@@ -80,11 +83,19 @@ class JMStackLSTM(TransductionModel):
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
 
     def initial_state(self, batch_size: int, capacity: int | None = None) -> JMStackState:
+        """``capacity``, where given, bounds the steps that will follow: rows no read within it can reach are dropped
+        (the module's docstring)."""
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"capacity must be a whole number of steps, at least 1, got {capacity}")
         stack = self.h0.new_zeros(batch_size, self.read, self.width)  # empty: the rows the first step reads
-        return JMStackState(self.h0.expand(batch_size, -1), self.c0.expand(batch_size, -1), stack)
+        return JMStackState(self.h0.expand(batch_size, -1), self.c0.expand(batch_size, -1), stack, horizon=capacity)
 
     def advance(self, x: Tensor, state: JMStackState) -> tuple[Tensor, JMStackState]:
         """One step on the input embedding x (B, E): returns h_t and the next state."""
+        t = state.steps
+        if state.horizon is not None and t >= state.horizon:
+            raise ValueError(f"step {t + 1} of a JM stack state made for {state.horizon} steps (initial_state's "
+                             "capacity): its stack has dropped the rows that step could read")
         top = state.stack[:, : self.read].flatten(1)
         h, c = self.controller(torch.cat([x, top], dim=-1), (state.h, state.c))
         actions = torch.softmax(self.actions(h), dim=-1)
@@ -92,7 +103,9 @@ class JMStackLSTM(TransductionModel):
         if stack.shape[1] < self.depth:  # one more row can be reached this step (a push moves every row down)
             stack = F.pad(stack, (0, 0, 0, 1))
         stack = jm_stack_update(stack, actions, torch.tanh(self.value(h)))
-        return h, JMStackState(h, c, stack, actions)
+        if state.horizon is not None:  # the rows of s_t a later read can reach: the last read is of s_{horizon-2}
+            stack = stack[:, : max(self.read, self.read + state.horizon - 2 - t)]
+        return h, JMStackState(h, c, stack, actions, t + 1, state.horizon)
 
     def step(self, tokens: Tensor, state: JMStackState) -> tuple[Tensor, JMStackState]:
         h, state = self.advance(self.embed(tokens), state)
@@ -100,13 +113,9 @@ class JMStackLSTM(TransductionModel):
 
     def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
         x = self.embed(inputs)
-        state = self.initial_state(x.shape[0])
+        state = self.initial_state(x.shape[0], capacity=x.shape[1])
         outputs = []
-        positions = x.shape[1]
-        for t in range(positions):
+        for t in range(x.shape[1]):
             h, state = self.advance(x[:, t], state)
-            reachable = max(self.read, self.read + positions - 2 - t)  # the rows of s_t a later read can reach
-            if state.stack.shape[1] > reachable:
-                state = replace(state, stack=state.stack[:, :reachable])
             outputs.append(h)
         return self.readout(torch.stack(outputs, dim=1))
