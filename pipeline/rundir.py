@@ -221,8 +221,10 @@ class RunDir:
         self.clear()
 
     def clear(self) -> None:
-        """Remove what the run has trained and logged (not its config or commits): it starts again from batch 0."""
-        for name in OUTPUTS:
+        """Remove what the run has trained and logged, and the commits that trained it (not its config, nor the rungs
+        the sweep decided on it): it starts again from batch 0, and what trains it from there records its own commit.
+        A replaced draw's commits stay in its results, in ``earlier_draws.json`` (:meth:`new_draw`)."""
+        for name in (*OUTPUTS, COMMITS):
             (self.path / name).unlink(missing_ok=True)
         for old in self.path.glob("results.*.json"):
             old.unlink()

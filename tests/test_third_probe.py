@@ -2,6 +2,7 @@
 never loses a copy that holds more; every non-finite or out-of-range setting is refused before compute, in one line;
 valid YAML and valid overrides are read; SLURM is asked for only where it exists."""
 
+import json
 import shutil
 
 import pytest
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.config import ConfigError, RunConfig, from_dict
 from pipeline.files import parse_yaml
+from pipeline.provenance import git_commit
 from pipeline.rundir import RunDir
 from pipeline.runs import ArchiveRefused, archive_runs, batches_held
 from pipeline.sweep import load_sweep, run_local
@@ -465,11 +467,15 @@ def test_the_sweep_keeps_the_draw_it_trains_again_from_batch_0(tmp_path, cache_d
     runs = tmp_path / "runs"
     (run,) = run_local(load_sweep(short), runs, echo=lambda _: None)
     folder = RunDir(runs / run.run_dir.name)
-    first = folder.read_results()
+    folder.commits_file.write_text("0123abc-dirty\n")  # the first draw trained elsewhere, on a modified checkout
+    first = {**folder.read_results(), "commit": "0123abc-dirty"}
+    folder.results_file.write_text(json.dumps(first))
     shutil.rmtree(folder.checkpoints)  # archived without it, restored elsewhere
     (again,) = run_local(load_sweep(long), runs, echo=lambda _: None)
     assert again.state == "finished" and folder.read_results()["batches"] == 30
     assert folder.read_earlier_draws() == [first]
+    # the new draw names only the code that trained it: the replaced draw's commits stay in its own record
+    assert folder.read_commits() == [git_commit()] and folder.read_results()["commit"] == git_commit()
 
 
 def test_a_run_trained_again_from_batch_0_replaces_its_archived_copy_keeping_it_as_an_earlier_draw(
