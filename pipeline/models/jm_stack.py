@@ -63,7 +63,7 @@ def jm_stack_update(stack: Tensor, actions: Tensor, value: Tensor) -> Tensor:
 class JMStackState:
     h: Tensor  # (B, H)
     c: Tensor  # (B, H)
-    stack: Tensor  # (B, rows, m): its top rows, those a step can have reached (see the module's docstring)
+    stack: Tensor  # (B, rows, m): its top rows, those reached so far that a later read can reach (module docstring)
     actions: Tensor | None = None  # (B, 3): a_t at the last step (None before any)
     steps: int = 0  # the steps taken so far
     horizon: int | None = None  # the most steps that will be taken in all (initial_state's capacity), if known
