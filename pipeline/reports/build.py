@@ -614,9 +614,9 @@ def first_error_lines(table: pd.DataFrame, root: Path, out_dir: Path | None = No
         counts, model = dict(RunDir(root / r.run_id).read_first_errors("test")), DISPLAY_NAMES[r.model]
         hit = None if counts else find_twin(r.run_id, r.test_coarse, out_dir,
                                             lambda path: RunDir(path).read_first_errors("test"))
-        twin = hit[0] if hit else None
+        twin, twin_counts = hit if hit else (None, [])
         if twin is not None and twin.stands_for:
-            counts, model = dict(hit[1]), f"{model}, its twin ({twin.machine})"
+            counts, model = dict(twin_counts), f"{model}, its twin ({twin.machine})"
         name = f"| {TASK_TITLES[r.task]} | {model} |"
         if not counts:
             why = ("the run finished before first_errors.csv existed" if twin is None else
