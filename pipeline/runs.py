@@ -4,6 +4,7 @@ report can be regenerated, and a sweep resumed, on a machine that never held the
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import tempfile
@@ -161,6 +162,21 @@ def kept_over(run_dir: Path, copy: Path) -> str:
     return f"it holds {here:,} batches where the archived copy holds {there:,}"
 
 
+def reopened_after(run_dir: Path, copy: Path) -> bool:
+    """Whether the archived ``copy`` is the finished draw ``run_dir`` was reopened after (the copy's results.json is
+    the run's latest ``results.<batches>.json``): a stop an older plateau rule made, being re-earned, or a halving
+    rung the run won, before the run has finished again. The copy is then kept: it holds the results the report reads
+    and the log the rung was decided on, where the reopened run holds the same log and no results (restored from the
+    copy the sweep reopens it again; without a checkpoint either one trains again from batch 0)."""
+    latest, finished = RunDir(run_dir).latest_earlier_results_file(), RunDir(copy).results_file
+    if latest is None or not finished.is_file():
+        return False
+    try:
+        return json.loads(latest.read_text()) == json.loads(finished.read_text())
+    except (OSError, ValueError):  # an unreadable copy is replaced by the sound run
+        return False
+
+
 class ArchiveRefused(ConfigError):
     """An archive that would lose what an archived copy holds; nothing was written for that run."""
 
@@ -171,10 +187,11 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None,
     drawing the test-length trace the report needs from a memory model's checkpoint; and, likewise, every run that was
     reopened past earlier results and has not finished since (a halving rung's winner still training, or stopped):
     its rung standing decides which of its bracket were pruned, so a checkout without it would read the pruned runs
-    as finished at their cap. A run already archived is replaced (atomically), unless the copy holds more batches
-    than the run or the run fails its checks (:func:`kept_over`): then it is left out, and :class:`ArchiveRefused`
-    names every such run after the others were archived; ``force`` replaces all the same. Returns the run ids
-    archived."""
+    as finished at their cap; but not over the finished copy it was reopened after (:func:`reopened_after`: the
+    results the report reads until the run finishes again), which is kept, with or without ``force``. A run already
+    archived is replaced (atomically), unless the copy holds more batches than the run or the run fails its checks
+    (:func:`kept_over`): then it is left out, and :class:`ArchiveRefused` names every such run after the others were
+    archived; ``force`` replaces all the same. Returns the run ids archived."""
     from pipeline.inspection import run_trace
     from pipeline.models import memory_of
     from pipeline.reports.build import TRACE_INDEX
@@ -187,7 +204,7 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None,
         run_dir = root / run.run_id()
         state = run_state(run_dir, run)
         reopened = state not in DONE and state != "running" and RunDir(run_dir).latest_earlier_results_file()
-        if state not in DONE and not reopened:
+        if state not in DONE and (not reopened or reopened_after(run_dir, Path(dest) / run_dir.name)):
             continue
         why = "" if force else kept_over(run_dir, Path(dest) / run_dir.name)
         if why:

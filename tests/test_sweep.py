@@ -293,6 +293,38 @@ def test_a_rung_winner_stopped_without_its_checkpoint_is_archived_and_trained_ag
         assert (where / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
 
 
+def test_a_reopened_run_never_replaces_the_finished_copy_it_was_reopened_after(tmp_path):
+    """Archived finished, then reopened to train on (a stop an older plateau rule made, a rung it won) and stopped
+    without its checkpoint: the archive keeps the finished copy, whose results the report reads (copying the
+    reopened run over it would delete them, as it did to three issue-52 runs), ``force`` or not; restored from that
+    copy the sweep trains the run on from batch 0 to its twin's log. A copy of an older draw than the one the run
+    was reopened after is replaced as before."""
+    from pipeline.runs import archive_runs, restore_runs
+
+    short, long = rung_profiles(tmp_path)
+    runs, fresh, twin, finished = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin", tmp_path / "finished_runs"
+    run_local(load_sweep(short), runs, echo=lambda _: None)
+    (run,) = load_sweep(long).runs()
+    copy, folder = finished / run.run_id(), RunDir(runs / run.run_id())
+    assert archive_runs(short, finished, runs) == [run.run_id()]
+    kept = (copy / "results.json").read_bytes()
+    folder.archive_results()  # reopened: results.json becomes results.10.json ...
+    shutil.rmtree(folder.checkpoints)  # ... and stopped where its checkpoint was not kept
+    for force in (False, True):
+        assert archive_runs(long, finished, runs, force=force) == []
+        assert (copy / "results.json").read_bytes() == kept and not (copy / "results.10.json").exists()
+    assert restore_runs(long, finished, fresh) == [run.run_id()]
+    run_local(load_sweep(long), twin, echo=lambda _: None)
+    assert [s.state for s in run_local(load_sweep(long), fresh, echo=lambda _: None)] == ["finished"]
+    assert (fresh / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
+
+    # the run finished at 20 and reopened after that: the copy (its draw at 10) is not what it was reopened after
+    run_local(load_sweep(long), runs, echo=lambda _: None)
+    folder.archive_results()
+    assert archive_runs(long, finished, runs) == [run.run_id()]
+    assert (copy / "results.20.json").is_file() and not (copy / "results.json").exists()
+
+
 def test_restoring_a_profile_never_archived_uses_its_runs_folder_as_it_is(tmp_path):
     """Fault 7 of issue 35: `make report PROFILE=smoke` (restore, then report) failed with "nothing to restore" though
     the runs were there. With no archive at the profile's own place there is nothing to add; an archive named with
