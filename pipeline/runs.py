@@ -204,8 +204,10 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None,
         run_dir = root / run.run_id()
         state = run_state(run_dir, run)
         reopened = state not in DONE and state != "running" and RunDir(run_dir).latest_earlier_results_file()
-        if state not in DONE and (not reopened or reopened_after(run_dir, Path(dest) / run_dir.name)):
+        if state not in DONE and not reopened:
             continue
+        if reopened and state != "damaged" and reopened_after(run_dir, Path(dest) / run_dir.name):
+            continue  # a damaged run is refused below, naming its damage, not passed over in silence
         why = "" if force else kept_over(run_dir, Path(dest) / run_dir.name)
         if why:
             refused.append(f"{run_dir.name}: {why}")
