@@ -209,10 +209,10 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool, left: bo
     return "disagrees at convergence"
 
 
-# A run the plateau rule stopped while the report's own trend check still sees it falling. The rule asks for a 2%
-# fall within 2,000 batches, judged on single 100-batch windows against the best so far; a run falling ~2% per
-# 1,000 batches on average stops in a slower stretch or after a lucky window. The verdict stays the rule's, and the
-# evidence says so.
+# A run a plateau rule stopped while the report's trend check (training.stopping.still_falling, the rule's own window
+# and tolerance) still sees it falling. Only version 1 of the rule could stop such a run: it moved its reference to
+# every new low, so a run falling under 2% per evaluation stopped however long it went on falling; version 2 checks
+# this very trend before it stops (docs/training.md, "The plateau rule"). The evidence says so beside the stop.
 def still_falling_after_plateau(span: str) -> str:
     return (f"though its last {span} batches were still below the {span} before (a slow fall, under the plateau "
             "rule's tolerance)")
@@ -241,7 +241,8 @@ def has_left_start(run: pd.Series) -> bool:
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
     the run's own log as the plateau rule judges it (``trend_batches`` each side, the rule's window at the run's end:
-    2,000 batches or 10% of the run in the cpu profile; ``trend_tolerance``, the profile's plateau tolerance)."""
+    the larger of ``plateau_patience`` evaluations and 10% of the run, in the cpu profile 2,000 batches, or 10,000
+    for its 1-layer LSTMs, until 10% is more; ``trend_tolerance``, the profile's plateau tolerance)."""
     pruned = int((cell.state == "pruned").sum())
     stop = selected.stop_reason
     ppl = f"training perplexity {selected.train_perplexity:.4g}"
