@@ -64,6 +64,29 @@ def test_a_plateau_stop_says_when_its_perplexity_was_still_falling():
     assert flat == "perplexity plateaued: stopped at batch 33,500, training perplexity 4.09"
 
 
+def test_the_evidence_gives_the_measured_fall_beside_flat_and_still_falling():
+    """A reader checks "flat" against the tolerance without the run: the evidence gives the mean perplexity's fall
+    over the last trend window (``trend_fall``), a rise as "above", and nothing where none was measured."""
+    from pipeline.reports.table3 import evidence
+
+    plateau = runs(run(0, 2.348, 0.0, stop="plateau", train=0.14, batches=85000))
+    stopped = plateau.assign(trend_fall=0.0158, trend_batches=10000)
+    assert evidence(stopped.iloc[0], stopped).startswith(
+        "perplexity plateaued: stopped at batch 85,000, training perplexity 2.348 (mean perplexity of its last 10,000 "
+        "batches 1.58% below the 10,000 before)")
+    falling = stopped.assign(still_improving=True, trend_fall=0.0199)
+    assert "though its last 10,000 batches were still 1.99% below the 10,000 before" in evidence(falling.iloc[0],
+                                                                                                 falling)
+    capped = plateau.assign(stop_reason="budget", still_improving=True, trend_fall=0.059, trend_batches=20000)
+    assert "still falling (last 20,000 batches 5.90% below the 20,000 before: > 2% in perplexity" in evidence(
+        capped.iloc[0], capped)
+    risen = capped.assign(still_improving=False, trend_fall=-0.004)
+    assert "flat (last 20,000 batches 0.40% above the 20,000 before: not by 2%" in evidence(risen.iloc[0], risen)
+    unmeasured = plateau.assign(trend_fall=math.nan)
+    assert evidence(unmeasured.iloc[0], unmeasured) == "perplexity plateaued: stopped at batch 85,000, training " \
+        "perplexity 2.348"
+
+
 def test_a_run_stopped_on_its_starting_plateau_is_not_called_a_solution():
     """A deep LSTM has no pruning: the plateau rule (or its cap) can stop it before it left the perplexity it started
     at, near the uniform guess. Its evidence says so; a run that fell far below its start does not get the phrase."""
@@ -155,19 +178,19 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
                    train_perplexity=30.5, train_coarse=0.10, train_fine=0.40, test_coarse=0.0, test_fine=0.05)
     (folder / "results.json").write_text(json.dumps(results))
     (folder / "metrics.csv").write_text("step,train/perplexity\n" + "".join(
-        f"{100 * i},{100 - i}\n" for i in range(1, 236)))  # falling to the end: still improving
+        f"{100 * i},{240 - i}\n" for i in range(1, 236)))  # falling to the end: still improving
     later = continuation(folder)
     assert later["still_improving"] and later["stop_reason"] == "plateau"
     run_dir = tmp_path / "runs" / "copy-stack-0.001-s0"  # the profile's run: its log is the first 8,000 batches'
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.csv").write_text("step,train/perplexity\n" + "".join(
-        f"{100 * i},{100 - i}\n" for i in range(1, 81)))
+        f"{100 * i},{240 - i}\n" for i in range(1, 81)))
     other = tmp_path / "another-run"
     other.mkdir()
     (other / "results.json").write_text(json.dumps(dict(results, run_id="copy-stack-0.001-s9")))
     retrained = tmp_path / "the-same-config-trained-again"  # same run id, another path (older code, say)
     retrained.mkdir()
-    (retrained / "metrics.csv").write_text((folder / "metrics.csv").read_text().replace("\n500,95\n", "\n500,94\n"))
+    (retrained / "metrics.csv").write_text((folder / "metrics.csv").read_text().replace("\n500,235\n", "\n500,234\n"))
     found = continuations_of(continuing_experiments(
         {("copy", "stack"): [(folder, results), (other, {**results, "run_id": "s9"}),
                              (retrained, {**results, "batches": 40000})],
@@ -181,7 +204,8 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     assert cell.continued_batches == 23500 and cell.continued_in == "stack-copy-40k"
     assert "continued outside the profile (`stack-copy-40k`" in cell.evidence
     assert "training 0.10 / 0.40" in cell.evidence
-    assert "plateaued, though its last 2,400 batches were still below" in cell.evidence  # 10% of 23,500
+    # 10% of 23,500; the mean of windows 212-235 (16.5) against 188-211's (40.5)
+    assert "plateaued, though its last 2,400 batches were still 59.26% below the 2,400 before" in cell.evidence
     assert cell.train_coarse == 0.0  # the table's numbers stay the profile's run's
 
     still = {"copy-stack-0.001-s0": dict(later, stop_reason="budget", still_improving=True)}

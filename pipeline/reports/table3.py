@@ -27,7 +27,7 @@ from pipeline.config import SweepConfig, TrainingConfig, config_hash
 from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES, memory_of
 from pipeline.provenance import machine_label, provenance_flags
 from pipeline.reports.published import table3 as published_table3
-from pipeline.reports.stops import rejudged_stop
+from pipeline.reports.stops import last_window_fall, rejudged_stop
 from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
 from pipeline.sweep.status import planned_runs
@@ -83,7 +83,7 @@ EVIDENCE_KINDS = {
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
-               "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
+               "trend_fall", "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
                "machine", "earlier_draws", "unconfirmed_plateau", "halved", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
@@ -99,6 +99,13 @@ def setting_of(run) -> str:
     identity = run.identity()
     identity["training"] = {k: v for k, v in identity["training"].items() if k != "seed"}
     return config_hash(identity, length=6)
+
+
+def trend_span(training: TrainingConfig, end: int) -> int:
+    """The batches each half of a run's trend check covers at its end: the plateau rule's window
+    (:func:`~pipeline.training.stopping.trend_window`), at most half the run."""
+    every = training.perplexity_every
+    return min(trend_window(training, end), end // 2 // every * every)
 
 
 def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
@@ -120,9 +127,10 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    # the plateau rule's own trend check over its own window (stopping.still_falling): the report says
                    # the batches each half covers and the tolerance
                    still_improving=still_falling(logged, run.training, end),
-                   trend_batches=min(trend_window(run.training, end), end // 2 // run.training.perplexity_every
-                                     * run.training.perplexity_every),
+                   trend_batches=trend_span(run.training, end),
                    trend_tolerance=run.training.plateau_tolerance,
+                   # how far it fell over that span: the figure the evidence gives beside "flat" or "still falling"
+                   trend_fall=last_window_fall(logged, trend_span(run.training, end)),
                    test_coarse_by_length="", run_id=run.run_id(), commit="", start=start_of(run.model),
                    provenance="", machine="", earlier_draws=0, unconfirmed_plateau=False,
                    # stopped at a rung by successive halving: the learning-rate search discarded it, so it is never a
@@ -213,9 +221,17 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool, left: bo
 # and tolerance) still sees it falling. Only version 1 of the rule could stop such a run: it moved its reference to
 # every new low, so a run falling under 2% per evaluation stopped however long it went on falling; version 2 checks
 # this very trend before it stops (docs/training.md, "The plateau rule"). The evidence says so beside the stop.
-def still_falling_after_plateau(span: str) -> str:
-    return (f"though its last {span} batches were still below the {span} before (a slow fall, under the plateau "
-            "rule's tolerance)")
+def still_falling_after_plateau(span: str, fall: float = math.nan) -> str:
+    return (f"though its last {span} batches were still {measured_fall(fall) or 'below'} the {span} before (a slow "
+            "fall, under the plateau rule's tolerance)")
+
+
+def measured_fall(fall: float) -> str:
+    """``trend_fall`` (the mean perplexity's relative fall over the last trend window against the one before) in
+    words: "1.58% below", "0.40% above" (a rise); "" where none was measured."""
+    if fall is None or not math.isfinite(fall):
+        return ""
+    return f"{fall:.2%} below" if fall >= 0 else f"{-fall:.2%} above"
 
 
 def length_ends(rows: list[tuple[int, int, float]], width: int = 8) -> str:
@@ -247,6 +263,7 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     stop = selected.stop_reason
     ppl = f"training perplexity {selected.train_perplexity:.4g}"
     span = f"{int(selected.trend_batches):,}"
+    fall = selected.get("trend_fall", math.nan)
     if stop == "pruned":
         text = f"pruned on its plateau at batch {int(selected.batches):,} ({ppl})"
     elif stop == "converged":
@@ -254,13 +271,20 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     elif stop == "plateau":
         text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
         if selected.still_improving:
-            text += f", {still_falling_after_plateau(span)}"
+            text += f", {still_falling_after_plateau(span, fall)}"
+        elif measured_fall(fall):
+            text += f" (mean perplexity of its last {span} batches {measured_fall(fall)} the {span} before)"
     else:
         tolerance = f"{selected.get('trend_tolerance', 0.01):.0%}"
-        trend = (f"still falling (last {span} batches below the {span} before: > {tolerance} in perplexity, or in "
-                 "cross-entropy beyond its noise)" if selected.still_improving
-                 else f"flat (last {span} batches not below the {span} before by {tolerance} in perplexity, nor in "
-                      "cross-entropy beyond its noise)")
+        if selected.still_improving:
+            trend = (f"still falling (last {span} batches {measured_fall(fall) or 'below'} the {span} before: > "
+                     f"{tolerance} in perplexity, or in cross-entropy beyond its noise)")
+        elif measured_fall(fall):
+            trend = (f"flat (last {span} batches {measured_fall(fall)} the {span} before: not by {tolerance} in "
+                     "perplexity, nor in cross-entropy beyond its noise)")
+        else:
+            trend = (f"flat (last {span} batches not below the {span} before by {tolerance} in perplexity, nor in "
+                     "cross-entropy beyond its noise)")
         if not selected.trend_batches:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
         # a bracket's loser, stopped by successive halving at a rung, reached that rung's budget, not the run's cap
@@ -327,6 +351,7 @@ def continuation(folder: Path) -> dict:
     return dict(run_id=results["run_id"], name=Path(folder).name, batches=batches,
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
                 still_improving=still_falling(logged, training, batches), trend_batches=trend_window(training, batches),
+                trend_fall=last_window_fall(logged, trend_window(training, batches)),
                 left_start=any(left_start(perplexities[0], p) for p in perplexities),
                 **{m: results[m] for m in METRICS})
 
@@ -335,8 +360,11 @@ def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
     """A budget-limited selected run's verdict and evidence, judged where its continuation ended."""
     values = {m: later[m] for m in METRICS}
     judged = verdict(values, paper, later["stop_reason"], later["still_improving"], later["left_start"])
-    trend = "still falling" if later["still_improving"] else "flat"
-    plateau = ("perplexity plateaued, " + still_falling_after_plateau(f"{later['trend_batches']:,}")
+    fall = measured_fall(later.get("trend_fall", math.nan))
+    trend = ("still falling" if later["still_improving"] else "flat") + (
+        f" (last {later['trend_batches']:,} batches {fall} the {later['trend_batches']:,} before)" if fall else "")
+    plateau = ("perplexity plateaued, " + still_falling_after_plateau(f"{later['trend_batches']:,}",
+                                                                       later.get("trend_fall", math.nan))
                if later["still_improving"]
                else "perplexity plateaued")
     how = {"budget": f"hit its raised cap, perplexity {trend}", "plateau": plateau,
