@@ -4,7 +4,8 @@ one record per measurement: ``model``, ``population``, ``device``, ``mode``, ``m
 
 For each model (the Stack-, Queue- and DeQue-LSTMs, the 1-, 2-, 4- and 8-layer LSTMs) and population size P (1, 16,
 64, 256), one training step of :class:`pipeline.training.population.CapturedStep` over P members, batch 10 each,
-131 input positions (the longest training-length joint sequence), hidden 256, is timed after one warm-up step:
+131 input positions (the longest training-length joint sequence), hidden 256 (``--hidden 256 --hidden 512``: each
+size in turn), is timed after one warm-up step:
 member-batches per second = P / seconds per step. A model's larger sizes are skipped once a step takes longer than the
 time budget allows, or memory runs out, so the whole bench stays within minutes (the report says which). On a GPU the
 step is captured as a CUDA graph once and replayed (the time of the capture is not counted); on a CPU it runs eager.
@@ -95,28 +96,33 @@ def measure_one_after_another(model: str, size: int, device: torch.device, hidde
 
 
 def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, models=POPULATION_MODELS,
-                             sizes=SIZES, hidden: int = HIDDEN, steps: int = STEPS, budget_s: float = 60.0,
-                             echo=print, command: str = "transduce bench --population") -> Path:
-    """Measure every (model, size) within the budget and write the report; returns the markdown's path. A model's
-    next size is skipped once a step took more than ``budget_s`` / 8 seconds (the next would take several times
-    that), or when memory ran out."""
+                             sizes=SIZES, hidden: int | tuple[int, ...] = HIDDEN, steps: int = STEPS,
+                             budget_s: float = 60.0, echo=print, command: str = "transduce bench --population") -> Path:
+    """Measure every (model, size) at each ``hidden`` size within the budget and write the report; returns the
+    markdown's path. A model's next size is skipped once a step took more than ``budget_s`` / 8 seconds (the next
+    would take several times that), or when memory ran out. The one-after-another comparison (a CPU's) is made at
+    the first hidden size."""
 
     configure_cpu_process()
     where = resolve_device(device)
+    hiddens = (hidden,) if isinstance(hidden, int) else tuple(hidden)
     records, skipped = [], []
-    for model in models:
-        for size in sizes:
-            try:
-                record = measure(model, size, where, hidden, steps)
-            except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as error:
-                skipped.append(f"{model} at P={size}: {type(error).__name__}")
-                break
-            records.append(record)
-            echo(f"{model:6} P={size:<4} {record['member_batches_per_s']:9.1f} member-batches/s "
-                 f"({record['seconds_per_step']:.2f} s a step, peak {record['peak_mb']:.0f} MB)")
-            if record["seconds_per_step"] > budget_s / 8 and size != sizes[-1]:
-                skipped.append(f"{model} above P={size}: a step took {record['seconds_per_step']:.1f} s")
-                break
+    for width in hiddens:
+        for model in models:
+            for size in sizes:
+                try:
+                    record = measure(model, size, where, width, steps)
+                except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as error:
+                    skipped.append(f"{model} (hidden {width}) at P={size}: {type(error).__name__}")
+                    break
+                records.append(record)
+                echo(f"{model:6} h{width} P={size:<4} {record['member_batches_per_s']:9.1f} member-batches/s "
+                     f"({record['seconds_per_step']:.2f} s a step, peak {record['peak_mb']:.0f} MB)")
+                if record["seconds_per_step"] > budget_s / 8 and size != sizes[-1]:
+                    skipped.append(f"{model} (hidden {width}) above P={size}: a step took "
+                                   f"{record['seconds_per_step']:.1f} s")
+                    break
+    hidden = hiddens[0]
     if where.type == "cpu":  # a CPU's default: members one after another; compared with a single run (P=1)
         for model in models:
             for size in (1, UNBATCHED_SIZE):
@@ -130,15 +136,18 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
     lines = ["# Population training: member-batches per second", "",
              provenance(command, dated=True) + f" Machine: {machine(where)}.", "",
              f"One training step (forward, backward, per-member clipping and RMSProp) of P members at once, batch "
-             f"{BATCH} each, {steps} input positions, hidden {hidden}, on `{where}`, "
+             f"{BATCH} each, {steps} input positions, hidden {' and '.join(map(str, hiddens))}, on `{where}`, "
              f"{'captured once as a CUDA graph and replayed' if where.type == 'cuda' else 'eager'} "
              "(the batches copied in each step); "
              "median of 2 timed steps after a warm-up. Member-batches per second = P / seconds per step.", "",
-             "| model | " + " | ".join(f"P={size}" for size in sizes) + " |", "|---|" + "---|" * len(sizes)]
-    for model in models:
-        cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in records
-                 if r["model"] == model and r["mode"] == "batched"}
-        lines.append(f"| {DISPLAY_NAMES.get(model, model)} | " + " | ".join(cells.get(s, "—") for s in sizes) + " |")
+             "| model | hidden | " + " | ".join(f"P={size}" for size in sizes) + " |",
+             "|---|---|" + "---|" * len(sizes)]
+    for width in hiddens:
+        for model in models:
+            cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in records
+                     if r["model"] == model and r["mode"] == "batched" and r["hidden"] == width}
+            lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {width} | "
+                         + " | ".join(cells.get(s, "—") for s in sizes) + " |")
     unbatched = [r for r in records if r["mode"] == "one after another"]
     if unbatched:
         lines += ["", f"One after another (a CPU's default in `train_population`: each member its single run's own "

@@ -236,6 +236,10 @@ class Projection:
     hours: float  # on ``devices``
     devices: int
     longest: tuple[str, float]  # the longest job and its hours: what more devices cannot shorten
+    # the same with every estimated size priced at the step of the size measured, unscaled: a floor (a larger model
+    # does not step faster) beside the scaled estimate, likely high (only the products grow as the hidden size squared)
+    floor_hours_one_device: float = math.nan
+    floor_hours: float = math.nan
 
 
 def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_runs: str | Path | None = None,
@@ -244,6 +248,7 @@ def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_r
     times = step_times(records, mode)
     by_row: dict[tuple[str, int], list] = {}
     jobs: dict[str, float] = {}  # a job's seconds (its rungs run one after another)
+    floors: dict[str, float] = {}  # the same with estimated sizes priced unscaled
     widths: dict[str, list[int]] = {}
     unmeasured = set()
     for phase in plan(sweep, cpu_runs):
@@ -254,9 +259,12 @@ def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_r
             if not sizes:
                 unmeasured.add(phase.model)
                 continue
-            step = times[phase.model, sizes[0][1]].at_hidden(phase.hidden, sizes[0][1])
+            measured = times[phase.model, sizes[0][1]]
+            step = measured.at_hidden(phase.hidden, sizes[0][1])
         train, evaluation = phase_seconds(phase, step)
         job = phase.job.split(", rung")[0]
+        floors[job] = floors.get(job, 0.0) + (sum(phase_seconds(phase, measured)) if estimated
+                                              else train + evaluation)
         entry = by_row.setdefault((phase.model, phase.hidden), [0, [], 0.0, 0.0, 0.0, estimated])
         entry[0] += phase.finals
         if job not in entry[1]:
@@ -269,12 +277,18 @@ def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_r
     rows = [Row(model, hidden, runs, tuple("→".join(map(str, widths[job])) for job in row_jobs), batches, train,
                 evaluation, estimated)
             for (model, hidden), (runs, row_jobs, batches, train, evaluation, estimated) in by_row.items()]
-    loads = [0.0] * max(1, devices)
-    for seconds in sorted(jobs.values(), reverse=True):  # longest first onto the least loaded device
-        loads[loads.index(min(loads))] += seconds
     longest = max(jobs.items(), key=lambda item: item[1], default=("", 0.0))
-    return Projection(rows, sorted(unmeasured), sum(jobs.values()) / 3600, max(loads) / 3600, max(1, devices),
-                      (longest[0], longest[1] / 3600))
+    return Projection(rows, sorted(unmeasured), sum(jobs.values()) / 3600, spread(jobs.values(), devices) / 3600,
+                      max(1, devices), (longest[0], longest[1] / 3600), sum(floors.values()) / 3600,
+                      spread(floors.values(), devices) / 3600)
+
+
+def spread(seconds: Iterable[float], devices: int) -> float:
+    """The wall time of jobs of ``seconds`` placed longest first on the least loaded of ``devices``."""
+    loads = [0.0] * max(1, devices)
+    for each in sorted(seconds, reverse=True):
+        loads[loads.index(min(loads))] += each
+    return max(loads)
 
 
 def hours(value: float) -> str:
@@ -300,7 +314,12 @@ def projection_table(projection: Projection) -> list[str]:
               "device whatever their number."]
     if any(r.estimated for r in projection.rows):
         lines.append("* step time scaled from the nearest hidden size measured (the products grow as its square): an "
-                     "estimate, not measured.")
+                     "estimate, not measured, and likely high (only the products grow as the square, and a GPU runs "
+                     "larger ones more efficiently). Priced instead at the size measured (a floor: a larger model "
+                     "is not faster): "
+                     f"**{hours(projection.floor_hours_one_device)} hours** on one device"
+                     + (f", {hours(projection.floor_hours)} on {projection.devices}" if projection.devices > 1 else "")
+                     + ".")
     if projection.unmeasured:
         lines.append(f"Not projected (no step time measured): {', '.join(projection.unmeasured)}.")
     return lines

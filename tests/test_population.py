@@ -188,6 +188,33 @@ def test_the_population_bench_writes_one_record_per_measurement(tmp_path):
     assert "| 1-layer LSTM | " in text.split("One after another")[1] and "stepped one after another" in text
 
 
+def test_the_population_bench_measures_each_hidden_size_it_is_given(tmp_path):
+    """Hidden 512 measured, not scaled from 256: one record per size, a table row per model and size, and the
+    projection then prices each size from its own records (no estimate mark)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipeline.bench_population import run_population_benchmark
+    from pipeline.cli import app
+    from pipeline.projection import step_times
+
+    readme = run_population_benchmark("cpu", tmp_path, models=("lstm1",), sizes=(1, 2), hidden=(8, 16), steps=7,
+                                      echo=lambda _: None)
+    records = json.loads((tmp_path / "bench-population.json").read_text())
+    assert [(r["hidden"], r["population"]) for r in records if r["mode"] == "batched"] == [(8, 1), (8, 2), (16, 1),
+                                                                                            (16, 2)]
+    assert {r["hidden"] for r in records if r["mode"] != "batched"} == {8}  # the comparison at the first size
+    assert set(step_times(records)) == {("lstm1", 8), ("lstm1", 16)}
+    text = readme.read_text()
+    assert "| 1-layer LSTM | 8 |" in text and "| 1-layer LSTM | 16 |" in text and "hidden 8 and 16" in text
+    out = CliRunner().invoke(app, ["bench", "--population", "--hidden", "0", "--out", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "--hidden 0: must be a width in 1-8,192" in out.output
+    out = CliRunner().invoke(app, ["bench", "--population", "--size", "2000", "--out", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "--size 2000: must be a population size in 1-1,024" in out.output
+    assert not (tmp_path / "x").exists()
+
+
 def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs_mean(tmp_path):
     """configs/paper.yaml's LSTM brackets: 5 rates to 5,000 batches, 2 on to 20,000, 1 to 300,000, per task and size;
     its memory runs: as many batches as the cpu profile's runs of that model trained on average, at most the cap."""

@@ -101,6 +101,12 @@ def test_more_devices_take_the_longest_job_at_least_and_the_sum_at_most():
     rows = {(r.model, r.hidden): r for r in wide.rows}
     assert not rows["lstm2", 256].estimated and rows["lstm2", 512].estimated
     assert rows["lstm2", 512].train_s > rows["lstm2", 256].train_s
+    # the floor prices an estimated size at the measured size's step: below the estimate, equal where none is
+    # estimated, and at least the measured sizes' share alone
+    assert one.floor_hours_one_device == one.hours_one_device and eight.floor_hours == eight.hours
+    measured_only = sum(r.train_s + r.eval_s for r in wide.rows if not r.estimated) / 3600
+    assert measured_only < wide.floor_hours_one_device < wide.hours_one_device
+    assert wide.floor_hours_one_device == pytest.approx(2 * measured_only)  # every size at 256's step: twice it
 
 
 def test_transduce_project_prints_the_table_and_refuses_records_that_are_not_a_bench(tmp_path):

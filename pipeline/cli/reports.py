@@ -64,6 +64,10 @@ def bench(
     population: bool = typer.Option(False, "--population", help="Instead: member-batches per second of populations "
                                     "of 1-256 runs trained as one model (reports/bench-population.{md,json}; "
                                     "-cuda on a GPU)."),
+    hidden: list[int] = typer.Option(None, "--hidden", help="With --population: a hidden size to measure (default "
+                                     "256), repeated for several (--hidden 256 --hidden 512)."),
+    sizes: list[int] = typer.Option(None, "--size", help="With --population: a population size to measure (default "
+                                    "1, 16, 64 and 256), repeated for several (--size 1 --size 5 --size 64)."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
@@ -72,10 +76,22 @@ def bench(
         typer.echo(f"wrote {write_profile(out, echo=typer.echo)}")
         return
     if population:
-        from pipeline.bench_population import run_population_benchmark
+        from pipeline.bench_population import HIDDEN, SIZES, run_population_benchmark
+        from pipeline.config import MAX_POPULATION, MAX_WIDTH
 
-        command = "transduce bench --population" + (f" --device {device}" if device != "cpu" else "")
-        typer.echo(f"wrote {run_population_benchmark(device, out, echo=typer.echo, command=command)}")
+        for width in hidden or ():
+            if not 1 <= width <= MAX_WIDTH:
+                fail(f"--hidden {width}: must be a width in 1-{MAX_WIDTH:,}")
+        for size in sizes or ():
+            if not 1 <= size <= MAX_POPULATION:
+                fail(f"--size {size}: must be a population size in 1-{MAX_POPULATION:,}")
+        command = ("transduce bench --population" + (f" --device {device}" if device != "cpu" else "")
+                   + "".join(f" --hidden {width}" for width in hidden or ())
+                   + "".join(f" --size {size}" for size in sizes or ()))
+        readme = run_population_benchmark(device, out, sizes=tuple(sorted(set(sizes))) if sizes else SIZES,
+                                          hidden=tuple(dict.fromkeys(hidden)) if hidden else HIDDEN, echo=typer.echo,
+                                          command=command)
+        typer.echo(f"wrote {readme}")
         return
 
     command = ("transduce bench" + (f" --rounds {rounds}" if rounds != DEFAULT_ROUNDS else "")
