@@ -17,7 +17,9 @@ what is estimated rather than measured is said where it is used:
    within a few per cent at every P). ``launch`` is what a step costs whatever its size (on a GPU, the kernels' launch:
    a few thousand of them at a few microseconds each); ``per_member`` is each member's share of the arithmetic.
    A hidden size the records lack (hidden 512: the bench measures 256) is scaled from the nearest one measured,
-   ``per_member`` by the square of their ratio (the products are hidden × hidden), ``launch`` kept: an estimate.
+   ``per_member`` by the square of their ratio (the products are hidden × hidden), ``launch`` kept: an estimate,
+   likely high for a larger size (only the products grow so, and a GPU runs larger ones more efficiently). Beside it
+   the projection gives a floor, that size priced at the measured size's step unscaled (a larger model is not faster).
 3. **Evaluation**: every ``eval_every`` batches each member scores ``eval_size`` fresh and ``test_eval_size`` cached
    sequences in batches of ``EVAL_BATCH_SIZE``, the members due together in one stacked pass; at its end each scores
    ``final_eval_size`` per split alone. A forward pass is priced at a third of a training step of the same rows (a
@@ -263,8 +265,10 @@ def project(sweep: SweepConfig, records: Sequence[dict], devices: int = 1, cpu_r
             step = measured.at_hidden(phase.hidden, sizes[0][1])
         train, evaluation = phase_seconds(phase, step)
         job = phase.job.split(", rung")[0]
-        floors[job] = floors.get(job, 0.0) + (sum(phase_seconds(phase, measured)) if estimated
-                                              else train + evaluation)
+        # the floor: the cheaper of the scaled step and the measured size's (a larger model is not faster; a smaller
+        # one, scaled down by the products alone, is not slower than that)
+        floors[job] = floors.get(job, 0.0) + (min(train + evaluation, sum(phase_seconds(phase, measured)))
+                                              if estimated else train + evaluation)
         entry = by_row.setdefault((phase.model, phase.hidden), [0, [], 0.0, 0.0, 0.0, estimated])
         entry[0] += phase.finals
         if job not in entry[1]:
