@@ -317,10 +317,10 @@ def projection_table(projection: Projection) -> list[str]:
               + f". The longest job, {projection.longest[0]}, takes {hours(projection.longest[1])} hours on one "
               "device whatever their number."]
     if any(r.estimated for r in projection.rows):
-        lines.append("* step time scaled from the nearest hidden size measured (the products grow as its square): an "
-                     "estimate, not measured, and likely high (only the products grow as the square, and a GPU runs "
-                     "larger ones more efficiently). Priced instead at the size measured (a floor: a larger model "
-                     "is not faster): "
+        lines.append("* step time scaled from the nearest hidden size measured by the square of their ratio (the "
+                     "products'): an estimate, not measured, and likely high for a larger size (the rest of a step "
+                     "grows less, and a GPU runs larger products more efficiently). Priced instead at the size "
+                     "measured (a floor: a larger model is not faster): "
                      f"**{hours(projection.floor_hours_one_device)} hours** on one device"
                      + (f", {hours(projection.floor_hours)} on {projection.devices}" if projection.devices > 1 else "")
                      + ".")
