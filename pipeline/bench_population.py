@@ -122,11 +122,10 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
                     skipped.append(f"{model} (hidden {width}) above P={size}: a step took "
                                    f"{record['seconds_per_step']:.1f} s")
                     break
-    hidden = hiddens[0]
     if where.type == "cpu":  # a CPU's default: members one after another; compared with a single run (P=1)
         for model in models:
             for size in (1, UNBATCHED_SIZE):
-                record = measure_one_after_another(model, size, where, hidden, steps)
+                record = measure_one_after_another(model, size, where, hiddens[0], steps)
                 records.append(record)
                 echo(f"{model:6} P={size:<4} {record['member_batches_per_s']:9.1f} member-batches/s, one after "
                      "another")

@@ -119,6 +119,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         end = results["batches"] if results else status.batches_done
         logged = [(step, p) for step, p in logged if step <= end]  # a reopened run's log may run past its results
         perplexities = [p for _, p in logged]
+        span = trend_span(run.training, end)
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    state=status.state,
@@ -127,10 +128,10 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    # the plateau rule's own trend check over its own window (stopping.still_falling): the report says
                    # the batches each half covers and the tolerance
                    still_improving=still_falling(logged, run.training, end),
-                   trend_batches=trend_span(run.training, end),
+                   trend_batches=span,
                    trend_tolerance=run.training.plateau_tolerance,
                    # how far it fell over that span: the figure the evidence gives beside "flat" or "still falling"
-                   trend_fall=last_window_fall(logged, trend_span(run.training, end)),
+                   trend_fall=last_window_fall(logged, span),
                    test_coarse_by_length="", run_id=run.run_id(), commit="", start=start_of(run.model),
                    provenance="", machine="", earlier_draws=0, unconfirmed_plateau=False,
                    # stopped at a rung by successive halving: the learning-rate search discarded it, so it is never a
@@ -348,10 +349,11 @@ def continuation(folder: Path) -> dict:
     perplexities = [p for _, p in logged]
     training = RunDir(folder).read_config().training if RunDir(folder).config_file.is_file() else TrainingConfig()
     batches = int(results["batches"])
+    window = trend_window(training, batches)
     return dict(run_id=results["run_id"], name=Path(folder).name, batches=batches,
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
-                still_improving=still_falling(logged, training, batches), trend_batches=trend_window(training, batches),
-                trend_fall=last_window_fall(logged, trend_window(training, batches)),
+                still_improving=still_falling(logged, training, batches), trend_batches=window,
+                trend_fall=last_window_fall(logged, window),
                 left_start=any(left_start(perplexities[0], p) for p in perplexities),
                 **{m: results[m] for m in METRICS})
 
