@@ -13,12 +13,14 @@ step is captured as a CUDA graph once and replayed (the time of the capture is n
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pipeline.bench import BATCH, INPUT_SIZE, OUTPUT_SIZE, TrainingStep, random_batch
 from pipeline.config import ModelConfig, TrainingConfig
@@ -42,6 +44,35 @@ def population_of(model: str, size: int, hidden: int, device: torch.device):
     t = TrainingConfig()  # the default training settings, as bench.TrainingStep's
     return population, PopulationRMSprop(population.ordered_parameters(), [t.lr] * size, t.rmsprop_alpha,
                                          t.rmsprop_eps)
+
+
+class _CountLaunches(TorchDispatchMode):
+    """Counts the ATen calls that reach a kernel (every call but a view's), forward and backward alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.launches = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.launches += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+@functools.cache
+def launches_per_step(model: str, steps: int = STEPS) -> int:
+    """The ATen calls one training step of a population of ``model`` makes, views aside: on a GPU each is about one
+    kernel launch, and a small population's step costs its launches more than its arithmetic (``docs/performance.md``,
+    "What bounds the grid"). The count depends on the model and the positions, not on P or the hidden size, so it is
+    made eagerly on the CPU at a toy size (P = 2, hidden 8) on any device's report."""
+    cpu = torch.device("cpu")
+    population, optimizer = population_of(model, 2, 8, cpu)
+    t = TrainingConfig()
+    step = CapturedStep(population, optimizer, t.clip, BATCH, steps, t.clip_mode)  # eager on a CPU
+    batches = [random_batch(steps, k) for k in range(2)]
+    step(batches)  # the first step makes what later ones reuse (RMSProp's rates on the device)
+    with _CountLaunches() as counted:
+        step(batches)
+    return counted.launches
 
 
 def peak_mb(device: torch.device) -> float:
@@ -73,7 +104,7 @@ def measure(model: str, size: int, device: torch.device, hidden: int = HIDDEN, s
     seconds = sorted(timings)[len(timings) // 2]
     return dict(model=model, hidden=hidden, population=size, device=str(device), mode="batched",
                 member_batches_per_s=size / seconds,
-                seconds_per_step=seconds, peak_mb=peak_mb(device))
+                seconds_per_step=seconds, peak_mb=peak_mb(device), launches_per_step=launches_per_step(model, steps))
 
 
 def measure_one_after_another(model: str, size: int, device: torch.device, hidden: int = HIDDEN,
@@ -138,14 +169,17 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
              f"{BATCH} each, {steps} input positions, hidden {' and '.join(map(str, hiddens))}, on `{where}`, "
              f"{'captured once as a CUDA graph and replayed' if where.type == 'cuda' else 'eager'} "
              "(the batches copied in each step); "
-             "median of 2 timed steps after a warm-up. Member-batches per second = P / seconds per step.", "",
-             "| model | hidden | " + " | ".join(f"P={size}" for size in sizes) + " |",
-             "|---|---|" + "---|" * len(sizes)]
+             "median of 2 timed steps after a warm-up. Member-batches per second = P / seconds per step. Launches: "
+             "the ATen calls of one step, views aside (about a kernel launch each on a GPU; whatever P and the "
+             "hidden size), counted on the CPU.", "",
+             "| model | hidden | launches | " + " | ".join(f"P={size}" for size in sizes) + " |",
+             "|---|---|---|" + "---|" * len(sizes)]
     for width in hiddens:
         for model in models:
-            cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in records
-                     if r["model"] == model and r["mode"] == "batched" and r["hidden"] == width}
-            lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {width} | "
+            mine = [r for r in records if r["model"] == model and r["mode"] == "batched" and r["hidden"] == width]
+            cells = {r["population"]: f"{r['member_batches_per_s']:.1f}" for r in mine}
+            launches = f"{mine[0]['launches_per_step']:,}" if mine else "—"
+            lines.append(f"| {DISPLAY_NAMES.get(model, model)} | {width} | {launches} | "
                          + " | ".join(cells.get(s, "—") for s in sizes) + " |")
     unbatched = [r for r in records if r["mode"] == "one after another"]
     if unbatched:

@@ -10,7 +10,8 @@ training").
   padding's logits masked out of the softmax, so each member computes what it computes alone and its padding rows
   never receive a gradient. ``nn.LSTM`` has no
   batched-over-members form (cuDNN has no vmap rule), so each layer is an explicit cell whose gate products are
-  batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o).
+  batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o); a deep LSTM's layers step
+  together on anti-diagonals (:class:`WavefrontLSTM`).
 * :class:`PopulationRMSprop`: ``torch.optim.RMSprop`` with a learning rate per member.
 * :func:`population_step` and :class:`CapturedStep`: the stacked form of the training step
   (:func:`pipeline.training.step.update`), eager or replayed as a CUDA graph. Members may differ in seed, learning rate
@@ -144,7 +145,9 @@ class Population(nn.Module):
 
 
 class PopulationLSTM(Population):
-    """P :class:`~pipeline.models.deep_lstm.DeepLSTM` members: each layer an explicit cell with the input skip."""
+    """P :class:`~pipeline.models.deep_lstm.DeepLSTM` members: each layer an explicit cell with the input skip, the
+    layers stepped as a wavefront (:class:`WavefrontLSTM`); the input embedding's products, every layer's at every
+    position, made first in one product."""
 
     def __init__(self, members: list[DeepLSTM], vocab: tuple[int, int] | None = None) -> None:
         super().__init__(members, vocab)
@@ -154,26 +157,120 @@ class PopulationLSTM(Population):
         """Teacher-forced logits (P, B, L, V_out) for input ids (P, B, L). Right padding needs no mask: it comes
         after every real position of its row, and a left-to-right LSTM never lets it reach one."""
         P, B, L = inputs.shape
-        x = self.embed(inputs)
-        below = None
-        for layer in range(self.layers):
-            w_hh = self.member(f"layers.{layer}.weight_hh_l0")  # (P, 4H, H)
-            w_ih = self.member(f"layers.{layer}.weight_ih_l0")  # (P, 4H, in)
-            bias = self.member(f"layers.{layer}.bias_ih_l0") + self.member(f"layers.{layer}.bias_hh_l0")  # (P, 4H)
-            layer_in = x if below is None else torch.cat([x, below], dim=-1)  # the input skip (models.deep_lstm)
-            # every position's input product at once: (P, B·L, in) @ (P, in, 4H)
-            gates_in = torch.baddbmm(bias.unsqueeze(1), layer_in.reshape(P, B * L, -1), w_ih.transpose(1, 2))
-            # one view per position, made once: indexing [:, :, t] inside the loop would give every step's backward
-            # a gradient as large as the whole sequence's (quadratic in its length)
-            gates_in = gates_in.reshape(P, B, L, -1).unbind(2)
-            h = self.member("h0")[:, layer].unsqueeze(1).expand(P, B, -1)
-            c = self.member("c0")[:, layer].unsqueeze(1).expand(P, B, -1)
-            outputs = []
-            for t in range(L):
-                h, c = self.cell(torch.baddbmm(gates_in[t], h, w_hh.transpose(1, 2)), c)
-                outputs.append(h)
-            below = torch.stack(outputs, dim=2)  # (P, B, L, H)
-        return self.readout(below)
+        n, x = self.layers, self.embed(inputs)  # (P, B, L, E)
+        E = x.shape[-1]
+        w_ih = [self.member(f"layers.{layer}.weight_ih_l0") for layer in range(n)]  # (P, 4H, E [+ H])
+        w_hh = torch.stack([self.member(f"layers.{layer}.weight_hh_l0") for layer in range(n)], 1)  # (P, n, 4H, H)
+        bias = torch.stack([self.member(f"layers.{layer}.bias_ih_l0") + self.member(f"layers.{layer}.bias_hh_l0")
+                            for layer in range(n)], 1)  # (P, n, 4H)
+        G = w_hh.shape[-2]
+        # every layer's product with the input embedding (the input skip), every position at once
+        w_x = torch.stack([w[..., :E] for w in w_ih], 1)  # (P, n, 4H, E)
+        from_x = (x.reshape(P, 1, B * L, E) @ w_x.transpose(-1, -2) + bias.unsqueeze(2)).reshape(P, n, B, L, G)
+        # skewed onto the anti-diagonals: on diagonal d, layer l reads position d - l (zeros off the sequence); each
+        # layer padded on its own, as indexing the layer of one padded tensor would cost each its whole size backward
+        skewed = torch.stack([F.pad(layer_x, (0, 0, layer, n - 1 - layer))
+                              for layer, layer_x in enumerate(from_x.unbind(1))], 1)
+        skewed = skewed.permute(3, 0, 1, 2, 4).contiguous()  # (D, P, n, B, 4H), D = L + n - 1
+        # the recurrent weight beside the weight on the layer below's state (layer 0 has none: zeros)
+        if n > 1:
+            w_below = torch.stack([torch.zeros_like(w_hh[:, 0]), *(w[..., E:] for w in w_ih[1:])], 1)
+            w_hh = torch.cat([w_hh, w_below], -1)  # (P, n, 4H, 2H)
+        top = WavefrontLSTM.apply(skewed, w_hh, self.member("h0"), self.member("c0"))  # (P, B, L, H)
+        return self.readout(top)
+
+
+class WavefrontLSTM(torch.autograd.Function):
+    """The recurrence of P stacked deep LSTMs of n layers (the input skip's products already made), stepped on
+    anti-diagonals, with its backward written out.
+
+    Layer l at position t needs layer l - 1 at t and itself at t - 1, so the (layer, position) pairs on one
+    anti-diagonal d = l + t are independent: L + n - 1 steps, each one batched product and one cell for every layer
+    at once (over P · n), instead of n · L steps of one layer each (cuDNN runs its layers so too). On diagonal d,
+    layer l's gates are ``skewed[d, :, l] + [h_l(t-1), h_(l-1)(t)] @ W_l^T`` (``W_l`` = [W_hh | W_ih's columns on the
+    layer below], zeros in layer 0's second half). A layer not yet started (d < l) or past the end (d - l ≥ L)
+    computes something nobody reads; layer d is put back to its initial state when it starts, so it never reads it.
+
+    On a GPU a step is bound by its kernel count, not its arithmetic (``docs/performance.md``, "What bounds the
+    grid"); ``transduce bench --population`` counts them (a training step of the 8-layer LSTM at 131 positions:
+    28,838 layer by layer under autograd, 4,324 so). The backward is written out so that the weights' gradient is
+    one product over every diagonal at the end, as cuDNN's is, not a product and a sum on each. The arithmetic is the
+    members' own, summed in another order: ``tests/test_population.py`` checks every depth against the run alone
+    (``nn.LSTM``) in float64, and ``gradcheck`` checks this backward against finite differences.
+
+    Shapes: ``skewed`` (D, P, n, B, 4H), ``weight`` (P, n, 4H, K) with K = H for one layer, 2H for more, ``h0`` and
+    ``c0`` (P, n, H); returns the top layer's states (P, B, L, H), L = D - n + 1."""
+
+    @staticmethod
+    def forward(ctx, skewed: Tensor, weight: Tensor, h0: Tensor, c0: Tensor) -> Tensor:
+        D, P, n, B, G = skewed.shape
+        H, K = G // 4, weight.shape[-1]
+        N = P * n
+        # what enters diagonal d: [h_l(t-1) | h_(l-1)(t)] (hb) and c_l(t-1) (c); one slot more for the last's out
+        hb = skewed.new_empty(D + 1, P, n, B, K)
+        c = skewed.new_empty(D + 1, P, n, B, H)
+        act = skewed.new_empty(D, P, n, B, G)  # sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+        tanh_c = skewed.new_empty(D, P, n, B, H)
+        hb[0, ..., :H] = h0.unsqueeze(2)
+        if K > H:
+            hb[0, ..., H:] = 0
+            hb[1:, :, 0, :, H:] = 0  # layer 0 has no layer below (its weights there are zeros: keep 0 · x finite)
+        c[0] = c0.unsqueeze(2)
+        weight_t = weight.reshape(N, G, K).transpose(1, 2)
+        for d in range(D):
+            if 0 < d < n:  # layer d starts now, from its initial state
+                hb[d, :, d, :, :H] = h0[:, d].unsqueeze(1)
+                c[d, :, d] = c0[:, d].unsqueeze(1)
+            gates = torch.baddbmm(skewed[d].view(N, B, G), hb[d].view(N, B, K), weight_t)
+            a = act[d]
+            torch.sigmoid(gates.view(P, n, B, G), out=a)
+            torch.tanh(gates.view(P, n, B, G)[..., 2 * H : 3 * H], out=a[..., 2 * H : 3 * H])
+            i, f, g, o = a.chunk(4, dim=-1)
+            torch.mul(f, c[d], out=c[d + 1])
+            c[d + 1].addcmul_(i, g)
+            torch.tanh(c[d + 1], out=tanh_c[d])
+            torch.mul(o, tanh_c[d], out=hb[d + 1, ..., :H])
+            if K > H:  # each layer's new state is the next diagonal's input from below for the layer above
+                hb[d + 1, :, 1:, :, H:] = hb[d + 1, :, :-1, :, :H]
+        ctx.save_for_backward(weight, hb, c, act, tanh_c)
+        # the top layer's state at positions 0..L-1 (diagonals n-1..D-1)
+        return hb[n:, :, n - 1, :, :H].permute(1, 2, 0, 3).contiguous()
+
+    @staticmethod
+    def backward(ctx, grad_top: Tensor):
+        weight, hb, c, act, tanh_c = ctx.saved_tensors
+        D, P, n, B, G = act.shape
+        H, K = G // 4, weight.shape[-1]
+        N = P * n
+        grad_top = grad_top.permute(2, 0, 1, 3)  # (L, P, B, H)
+        grad_gates = act.new_empty(D, P, n, B, G)
+        grad_h = act.new_zeros(P, n, B, H)  # of the states diagonal d puts out, from every later diagonal
+        grad_c = act.new_zeros(P, n, B, H)
+        grad_h0, grad_c0 = act.new_zeros(P, n, H), act.new_zeros(P, n, H)
+        weight = weight.reshape(N, G, K)
+        for d in reversed(range(D)):
+            if d >= n - 1:
+                grad_h[:, n - 1] += grad_top[d - n + 1]
+            i, f, g, o = act[d].chunk(4, dim=-1)
+            grad_c = torch.ops.aten.tanh_backward(grad_h * o, tanh_c[d]).add_(grad_c)
+            torch.cat([torch.ops.aten.sigmoid_backward(grad_c * g, i),
+                       torch.ops.aten.sigmoid_backward(grad_c * c[d], f),
+                       torch.ops.aten.tanh_backward(grad_c * i, g),
+                       torch.ops.aten.sigmoid_backward(grad_h * tanh_c[d], o)], dim=-1, out=grad_gates[d])
+            grad_c = grad_c * f
+            grad_hb = torch.bmm(grad_gates[d].view(N, B, G), weight).view(P, n, B, K)
+            grad_h = grad_hb[..., :H].clone()
+            if K > H:  # layer l's state went to layer l + 1 as its input from below
+                grad_h[:, :-1] += grad_hb[:, 1:, :, H:]
+            if d < n:  # layer d started here from its initial state (at d = 0, every layer did)
+                started = slice(None) if d == 0 else slice(d, d + 1)
+                grad_h0[:, started] += grad_hb[:, started, :, :H].sum(2)
+                grad_c0[:, started] += grad_c[:, started].sum(2)
+                grad_h[:, started] = 0
+                grad_c[:, started] = 0
+        # every diagonal's share of the weights' gradient in one product: sum over d, b of grad_gates ⊗ hb
+        grad_weight = torch.einsum("dpnbg,dpnbk->pngk", grad_gates, hb[:D])
+        return grad_gates, grad_weight, grad_h0, grad_c0
 
 
 class PopulationMemoryLSTM(Population):
