@@ -1,9 +1,9 @@
 """The report of a profile that trains models or tasks beside the paper's (``configs/baselines.yaml``: the
-Transformer under four positional encodings and the Joulin-Mikolov stack beside the Stack-LSTM and the 1-layer LSTM,
-on the paper's five tasks and Delétang et al. 2023's two). ``transduce report`` writes it in place of the Table 3
-report (:func:`pipeline.reports.profile.write_profile_report` chooses): Table 3's cells and verdicts judge the
-paper's models, searched and budgeted as the paper's, against its numbers, where a baselines profile trains every
-model of its grid at one budget of its own. So this report sets the models beside one another, and on Delétang et
+Transformer under four positional encodings and the Joulin-Mikolov stack beside the Stack-, Queue- and DeQue-LSTMs and
+the 1-layer LSTM, on the paper's five tasks and Delétang et al. 2023's two). ``transduce report`` writes it in place
+of the Table 3 report (:func:`pipeline.reports.profile.write_profile_report` chooses): Table 3's cells and verdicts
+judge the paper's models, searched and budgeted as the paper's, against its numbers, where a baselines profile trains
+every model of its grid at one budget of its own. So this report sets the models beside one another, and on Delétang et
 al.'s tasks beside their published scores, and gives no verdict.
 
 ``reports/<profile>/`` receives
