@@ -29,7 +29,13 @@ from pipeline.models import DISPLAY_NAMES, build_model, memory_of
 from pipeline.paths import CONFIG_DIR, REPORTS_DIR
 from pipeline.provenance import machine, provenance
 from pipeline.runtime import configure_cpu_process, resolve_device
-from pipeline.training.population import CapturedStep, PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop
+from pipeline.training.population import (
+    CapturedStep,
+    PopulationLSTM,
+    PopulationMemoryLSTM,
+    PopulationRMSprop,
+    population_step,
+)
 
 POPULATION_MODELS = ("stack", "queue", "deque", "lstm1", "lstm2", "lstm4", "lstm8")
 SIZES = (1, 16, 64, 256)
@@ -201,6 +207,60 @@ def run_population_benchmark(device: str = "cpu", out_dir: Path | None = None, m
     readme = out_dir / f"{stem}.md"
     atomic_write_text(readme, "\n".join(lines) + "\n")
     return readme
+
+
+def profile_population(device: str = "cpu", out_dir: Path | None = None, models=POPULATION_MODELS, size: int = 64,
+                       hidden: int = HIDDEN, steps: int = STEPS, rows: int = 10, echo=print,
+                       command: str = "transduce bench --population --profile") -> Path:
+    """Where one population step's time goes on ``device``: per model, the step's wall time, the time the device
+    was busy (the kernels' own time on a GPU; the operators' on a CPU), and the operators that took the most of it,
+    from ``torch.profiler`` over one eager (not captured) step after two warm ones. On a GPU the gap between wall
+    and busy is the launches' (a captured step replays them faster, not fewer); what fills the busy time says which
+    kernels a faster step must change. Writes ``bench-population-profile[-cuda].md``; returns its path."""
+    from torch.profiler import ProfilerActivity, profile
+
+    configure_cpu_process()
+    where = resolve_device(device)
+    cuda = where.type == "cuda"
+    t = TrainingConfig()
+    lines = ["# Where a population step's time goes", "",
+             provenance(command, dated=True) + f" Machine: {machine(where)}.", "",
+             "One eager training step (forward, backward, per-member clipping, RMSProp; not captured) of P = "
+             f"{size} members, batch {BATCH} each, {steps} input positions, hidden {hidden}, on `{where}`, under "
+             "`torch.profiler` after two warm steps. Busy: the sum of the operators' own "
+             f"{'GPU kernel' if cuda else 'CPU'} time; on a GPU, wall minus busy is time the device waited for "
+             "launches.", ""]
+    for model in models:
+        torch.manual_seed(0)
+        population, optimizer = population_of(model, size, hidden, where)
+        batches = [random_batch(steps, k) for k in range(size)]
+
+        def step(population=population, optimizer=optimizer, batches=batches):
+            population_step(population, optimizer, batches, t.clip, t.clip_mode)
+            if cuda:
+                torch.cuda.synchronize(where)
+
+        step(), step()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            start = time.perf_counter()
+            step()
+            wall_ms = (time.perf_counter() - start) * 1000
+        # on a GPU the kernels themselves (an operator's device time is its kernels': counted once, as kernels)
+        kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+        own = [(e.key, e.count, (e.self_device_time_total if cuda else e.self_cpu_time_total) / 1000)
+               for e in prof.key_averages() if e.device_type == kind]
+        own = sorted((o for o in own if o[2] > 0), key=lambda o: -o[2])
+        busy = sum(ms for _, _, ms in own)
+        echo(f"{model:6} P={size} h{hidden}: wall {wall_ms:.1f} ms, busy {busy:.1f} ms")
+        lines += [f"## {DISPLAY_NAMES.get(model, model)}: wall {wall_ms:.1f} ms, busy {busy:.1f} ms "
+                  f"({busy / wall_ms:.0%})", "", "| operator | calls | ms | share of busy |", "|---|---|---|---|"]
+        lines += [f"| `{name}` | {calls:,} | {ms:.2f} | {ms / busy:.0%} |" for name, calls, ms in own[:rows]]
+        lines.append("")
+    out_dir = Path(out_dir) if out_dir is not None else REPORTS_DIR
+    path = out_dir / f"bench-population-profile{'-cuda' if cuda else ''}.md"
+    atomic_write_text(path, "\n".join(lines))
+    return path
 
 
 PAPER_PROFILE = CONFIG_DIR / "paper.yaml"

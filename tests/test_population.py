@@ -220,6 +220,24 @@ def test_a_deep_lstm_population_steps_its_layers_as_a_wavefront():
     assert launches_per_step("lstm8", 31) < launches_per_step("lstm8", 131)  # it counts positions
 
 
+def test_the_population_profile_says_where_a_step_goes(tmp_path):
+    """`bench --population --profile`: per model the step's wall and busy time and its costliest operators, from the
+    profiler (the operators a population step of a deep LSTM and of a Stack-LSTM run)."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    out = CliRunner().invoke(app, ["bench", "--population", "--profile", "--hidden", "8", "--size", "2", "--out",
+                                   str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    text = (tmp_path / "bench-population-profile.md").read_text()
+    assert "`transduce bench --population --profile --hidden 8 --size 2`" in text and "P = 2 members" in text
+    for model in ("Stack-LSTM", "DeQue-LSTM", "8-layer LSTM"):
+        section = text.split(f"## {model}: wall ")[1].split("##")[0]
+        assert "| `aten::bmm` |" in section or "| `aten::baddbmm` |" in section, section
+    assert "WavefrontLSTM" in text.split("## 8-layer LSTM")[1]  # the deep LSTM's recurrence, one node each way
+
+
 def test_the_population_bench_measures_each_hidden_size_it_is_given(tmp_path):
     """Hidden 512 measured, not scaled from 256: one record per size, a table row per model and size, and the
     projection then prices each size from its own records (no estimate mark)."""

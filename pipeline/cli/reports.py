@@ -60,7 +60,10 @@ def bench(
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/)."),
     device: str = typer.Option("cpu", "--device", help="cpu, or cuda on a GPU machine (writes bench-cuda.*)."),
     profile: bool = typer.Option(False, "--profile", help="Instead: where the time of one training batch of the "
-                                                          "Stack- and DeQue-LSTM goes (reports/bench-profile.md)."),
+                                                          "Stack- and DeQue-LSTM goes (reports/bench-profile.md); "
+                                                          "with --population, of one population step of each model "
+                                                          "at the largest --size and first --hidden "
+                                                          "(bench-population-profile[-cuda].md)."),
     population: bool = typer.Option(False, "--population", help="Instead: member-batches per second of populations "
                                     "of 1-256 runs trained as one model (reports/bench-population.{md,json}; "
                                     "-cuda on a GPU)."),
@@ -72,7 +75,7 @@ def bench(
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
 
-    if profile:
+    if profile and not population:
         typer.echo(f"wrote {write_profile(out, echo=typer.echo)}")
         return
     if population:
@@ -85,9 +88,17 @@ def bench(
         for size in sizes or ():
             if not 1 <= size <= MAX_POPULATION:
                 fail(f"--size {size}: must be a population size in 1-{MAX_POPULATION:,}")
-        command = ("transduce bench --population" + (f" --device {device}" if device != "cpu" else "")
+        command = ("transduce bench --population" + (" --profile" if profile else "")
+                   + (f" --device {device}" if device != "cpu" else "")
                    + "".join(f" --hidden {width}" for width in hidden or ())
                    + "".join(f" --size {size}" for size in sizes or ()))
+        if profile:
+            from pipeline.bench_population import profile_population
+
+            path = profile_population(device, out, size=max(sizes) if sizes else 64,
+                                      hidden=hidden[0] if hidden else HIDDEN, echo=typer.echo, command=command)
+            typer.echo(f"wrote {path}")
+            return
         readme = run_population_benchmark(device, out, sizes=tuple(sorted(set(sizes))) if sizes else SIZES,
                                           hidden=tuple(dict.fromkeys(hidden)) if hidden else HIDDEN, echo=typer.echo,
                                           command=command)
