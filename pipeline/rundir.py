@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 import zipfile
 from pathlib import Path
 
@@ -218,6 +219,10 @@ class RunDir:
         results = self.read_results() or (upgraded_results(_read_json(latest, required=())) if latest else None)
         if results:
             atomic_write_text(self.earlier_draws_file, json.dumps([*self.read_earlier_draws(), results], indent=2))
+        if self.log_file.exists():  # appended to, not removed: a sweep worker may be writing to it already
+            with open(self.log_file, "a") as log:
+                log.write(f"== {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC: trained again from batch 0; "
+                          f"the lines above are the replaced draw's (its results: {EARLIER_DRAWS})\n")
         self.clear()
 
     def clear(self) -> None:

@@ -491,9 +491,15 @@ def test_a_run_trained_again_from_batch_0_replaces_its_archived_copy_keeping_it_
     archive_runs(long, archive, runs)
     folder = RunDir(runs / run.run_dir.name)
     archived = RunDir(archive / run.run_dir.name).read_results()
+    first_log = folder.log_file.read_text()
     folder.new_draw()  # what a sweep does to a run whose checkpoint is gone
     assert not folder.results_file.exists() and folder.read_earlier_draws() == [archived]
+    # its log keeps the replaced draw's lines, marked as such, and the new draw's follow them
+    marked = folder.log_file.read_text()
+    assert marked.startswith(first_log) and "trained again from batch 0; the lines above are the replaced draw's" in \
+        marked.splitlines()[-1]
     run_local(load_sweep(short), runs, echo=lambda _: None)  # the new draw, stopped at 20
+    assert folder.log_file.read_text().startswith(marked) and len(folder.log_file.read_text()) > len(marked)
     assert archive_runs(short, archive, runs) == [run.run_dir.name]
     copy = RunDir(archive / run.run_dir.name)
     assert batches_held(copy.path) == 20 and copy.read_earlier_draws() == [archived]
