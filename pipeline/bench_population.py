@@ -1,6 +1,7 @@
 """How fast a population trains (issue 36): ``transduce bench --population`` writes ``reports/bench-population.md`` and
 ``bench-population.json`` beside it (``bench-population-cuda.*`` on a GPU, as ``bench-cuda.*`` beside ``bench.*``),
-one record per measurement: ``model``, ``population``, ``device``, ``mode``, ``member_batches_per_s`` and ``peak_mb``.
+one record per measurement: ``model``, ``population``, ``device``, ``mode``, ``member_batches_per_s`` and ``peak_mb``,
+and for a batched step ``launches_per_step`` (:func:`launches_per_step`).
 
 For each model (the Stack-, Queue- and DeQue-LSTMs, the 1-, 2-, 4- and 8-layer LSTMs) and population size P (1, 16,
 64, 256), one training step of :class:`pipeline.training.population.CapturedStep` over P members, batch 10 each,
@@ -9,6 +10,7 @@ size in turn), is timed after one warm-up step:
 member-batches per second = P / seconds per step. A model's larger sizes are skipped once a step takes longer than the
 time budget allows, or memory runs out, so the whole bench stays within minutes (the report says which). On a GPU the
 step is captured as a CUDA graph once and replayed (the time of the capture is not counted); on a CPU it runs eager.
+``--profile`` (:func:`profile_population`) says instead where one step's time goes, model by model.
 """
 
 from __future__ import annotations
