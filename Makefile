@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= cpu
 
-.PHONY: venv lock test test-slow lint reproduce report far-lengths recipe bench clean-venv
+.PHONY: venv lock test test-slow lint reproduce report far-lengths baselines recipe bench clean-venv
 
 PIP     := $(BIN)/python -m pip --disable-pip-version-check
 TORCH   := torch==2.13.0
@@ -72,6 +72,20 @@ far-lengths: venv
 	$(BIN)/transduce generate
 	$(BIN)/transduce sweep configs/far-lengths.yaml; status=$$?; \
 	$(BIN)/transduce archive configs/far-lengths.yaml && $(BIN)/transduce report configs/far-lengths.yaml && exit $$status
+
+# The baselines profile (reports/baselines/; ~38 CPU-hours, more than one sitting), continued from its archive: the
+# runs archived in reports/baselines/finished_runs (and unfinished_runs, with their checkpoints) are restored where
+# runs/baselines lacks them, the sweep trains the rest, and what it finished or left unfinished is archived again:
+# commit reports/baselines/ and a later machine continues from there. Stopped, the sweep checkpoints the runs in
+# training: SIGTERM to the sweep alone lets this recipe archive them; after Ctrl-C (which stops the recipe too) run
+# `transduce archive configs/baselines.yaml` before committing.
+# The report (which scores the cross-check tasks' selected runs, hours more) is written once every run is done.
+baselines: venv
+	$(BIN)/transduce generate
+	$(BIN)/transduce archive configs/baselines.yaml --restore
+	$(BIN)/transduce sweep configs/baselines.yaml; status=$$?; \
+	$(BIN)/transduce archive configs/baselines.yaml || exit 1; \
+	if [ $$status -eq 0 ]; then $(BIN)/transduce report configs/baselines.yaml; else exit $$status; fi
 
 # The recipe study: which readings of the paper make the memory models learn on most seeds (reports/recipe/; its
 # ITG part, reports/recipe/itg/, from configs/recipe-itg.yaml; about 15 CPU-hours together, resumable like a sweep).
