@@ -79,7 +79,7 @@ def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_s
             assert re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[6]) and re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[7])
             assert re.fullmatch(r"\d+|not even 129–192", cells[8])  # the far bands were measured (far_eval_size)
 
-    # Delétang et al.'s score: ours measured on each selected run's best checkpoint, theirs beside it
+    # Delétang et al.'s score: ours as each selected run recorded it, theirs beside it
     assert re.search(r"\| Reverse string \(Delétang et al\.\) \| Transformer \(sinusoidal\) \| \d+\.\d \| \d+\.\d "
                      r"\(1 of 1 runs scored\) \| not transcribed \(Transformer\) \|", text)
     assert re.search(r"\| Reverse string \(Delétang et al\.\) \| JM Stack-LSTM \| \d+\.\d \| .* \| not transcribed "
@@ -94,27 +94,52 @@ def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_s
     assert max(map(len, lines)) <= LONGEST_LINE
 
 
-def test_a_score_the_report_measured_is_kept_when_the_checkpoint_is_gone(trained, tmp_path):
-    """Greedy decoding costs about as much as training: a score measured once is read back, also once the archive
-    has dropped the checkpoint it was measured on."""
+def test_runs_of_their_tasks_record_their_score_which_the_report_keeps_without_checkpoints(trained, tmp_path):
+    """Every run of Delétang et al.'s tasks records its score at its end (checkpoints are not archived: a score that
+    needed one would be lost with the runs folder); runs of the paper's tasks record none. The recorded score is
+    what the report would measure on the run's best checkpoint."""
+    import json
     import shutil
 
+    from pipeline.reports.baselines import measure_token_accuracy
+
     path, sweep, runs = trained
-    out = tmp_path / "out"
-    write_profile_report(sweep, path, runs, out, command="pytest")
-    first = (out / TOKEN_FILE).read_text()
-    assert first.count("measured by the report on its best checkpoint") == 2  # reverse_string's two selected runs
+    for folder in runs.iterdir():
+        results = RunDir(folder).read_results()
+        if results["task"] == "reverse_string":
+            assert 0 <= results["token_accuracy"] <= 1
+            assert measure_token_accuracy(folder) == results["token_accuracy"]
+        else:
+            assert "token_accuracy" not in results
     bare = tmp_path / "bare"
     shutil.copytree(runs, bare)
     for folder in bare.iterdir():
         shutil.rmtree(RunDir(folder).best_checkpoint.parent)
+    out = tmp_path / "out"
     write_profile_report(sweep, path, bare, out, command="pytest")
+    scores = (out / TOKEN_FILE).read_text()
+    assert scores.count("recorded by the run") == 2 and "measured" not in scores
+
+    # A run finished before runs recorded it: the report measures the selected run's best checkpoint, once, and
+    # keeps the score when the checkpoint is gone
+    older = tmp_path / "older"
+    shutil.copytree(runs, older)
+    for folder in older.iterdir():
+        results = RunDir(folder).read_results()
+        results.pop("token_accuracy", None)
+        RunDir(folder).results_file.write_text(json.dumps(results))
+    out = tmp_path / "older-report"
+    write_profile_report(sweep, path, older, out, command="pytest")
+    first = (out / TOKEN_FILE).read_text()
+    assert first.count("measured by the report on its best checkpoint") == 2  # reverse_string's two selected runs
+    for folder in older.iterdir():
+        shutil.rmtree(RunDir(folder).best_checkpoint.parent)
+    write_profile_report(sweep, path, older, out, command="pytest")
     assert (out / TOKEN_FILE).read_text() == first
     fresh = tmp_path / "fresh"
-    write_profile_report(sweep, path, bare, fresh, command="pytest")  # nothing measured before, nothing to measure
-    assert (tmp_path / "fresh" / TOKEN_FILE).read_text().count("\n") == 1
-    assert "| Reverse string (Delétang et al.) | JM Stack-LSTM | not scored | — |" in (
-        (tmp_path / "fresh" / "README.md").read_text())
+    write_profile_report(sweep, path, older, fresh, command="pytest")  # nothing measured before, nothing to measure
+    assert (fresh / TOKEN_FILE).read_text().count("\n") == 1
+    assert "| Reverse string (Delétang et al.) | JM Stack-LSTM | not scored | — |" in (fresh / "README.md").read_text()
 
 
 def test_with_no_run_done_the_report_says_it_is_not_trained_yet(tmp_path):

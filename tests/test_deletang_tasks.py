@@ -14,13 +14,16 @@ from pipeline.config import ModelConfig
 from pipeline.data.cache import build_eval_set, eval_seed, load_eval_set, read_eval_set, set_paths, write_eval_set
 from pipeline.data.encoding import JointVocabulary, collate
 from pipeline.evaluation import (
+    batched_greedy_correct_tokens,
     correct_tokens,
     evaluate,
     greedy_correct_prefix,
     greedy_correct_tokens,
     length_averaged_token_accuracy,
+    token_accuracy,
 )
 from pipeline.models import build_model
+from pipeline.models.transformer import RANDOM_RANGE
 from pipeline.tasks import (
     PAPER_TASK_NAMES,
     SPLITS,
@@ -243,3 +246,81 @@ def test_a_model_reads_and_is_scored_on_targets_twice_as_long_as_their_sources()
     assert ((0 <= scores.correct_prefix) & (scores.correct_prefix <= scores.target_lengths)).all()
     tokens = greedy_correct_tokens(model, pairs, vocab)
     assert ((0 <= tokens) & (tokens <= torch.tensor([len(p.target) for p in pairs]))).all()
+
+
+# -- the batched decoder against the literal one --------------------------------------------------------------------
+
+# Every kind of state a model keeps while it decodes: plain and stacked LSTMs, the three memories, the JM stack (rows
+# dropped past its horizon) and the Transformer's key-value cache under each positional encoding but the randomised
+MODELS_TO_DECODE = [dict(name="lstm1"), dict(name="lstm2"), dict(name="stack"), dict(name="queue"),
+                    dict(name="deque"), dict(name="jm_stack", stack_depth=64),
+                    *(dict(name="transformer", positional_encoding=p, layers=2, heads=2)
+                      for p in ("sinusoidal", "learned", "none"))]
+
+
+def tiny(seed: int, vocab: JointVocabulary, **settings) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    sizes = dict(hidden=8, embedding=4) | (dict(memory_width=4) if settings["name"] != "transformer" else {})
+    return build_model(ModelConfig(**sizes, **settings), vocab.input_size, vocab.output_size).double()
+
+
+@pytest.mark.parametrize("settings", MODELS_TO_DECODE, ids=lambda s: s.get("positional_encoding", s["name"]))
+@pytest.mark.parametrize("task", ["reverse_string", "duplicate_string"])
+def test_the_batched_decoder_gives_each_pair_what_decoding_it_alone_gives(task, settings):
+    """Untrained models in float64 (no near-ties between outputs), pairs of mixed lengths in batches of 3, so rows of
+    one batch read their separators and end at different steps, and some end early with </s>. The count of every
+    pair is the literal decoder's, and so is the score."""
+    task_ = get_task(task)
+    vocab = JointVocabulary.for_task(task_)
+    rng = np.random.default_rng(3)
+    pairs = [task_.sample_window(rng, (n, n), 1)[0] for n in (1, 9, 2, 5, 5, 13, 3, 7)]
+    model = tiny(0, vocab, **settings)
+    alone = greedy_correct_tokens(model, pairs, vocab)
+    side_by_side = batched_greedy_correct_tokens(model, pairs, vocab, batch_size=3)
+    assert side_by_side.tolist() == alone.tolist()
+    assert 0 < int(alone.sum()) < sum(len(p.target) for p in pairs)  # neither all right nor all wrong: a real test
+    assert token_accuracy(model, pairs, vocab, batch_size=3) == pytest.approx(
+        length_averaged_token_accuracy(alone, torch.tensor([len(p.target) for p in pairs]),
+                                       torch.tensor([len(p.source) for p in pairs])))
+
+
+def test_a_pair_that_ends_early_is_scored_as_decoding_it_alone_scores_it():
+    """The scripted model ends with </s> before the target's end on one pair and not on the other, side by side."""
+    vocab = JointVocabulary.for_task(get_task("reverse_string"))
+    pairs = [Pair((0, 1), (1, 0)), Pair((1, 0, 0, 1, 1), (1, 1, 0, 0, 1))]
+    model = BatchScripted([1, 0], vocab)  # two symbols, then </s>
+    # the first: both right, no </s> asked for; the second: 1 right, 0 wrong, then </s> and nothing for the rest
+    assert batched_greedy_correct_tokens(model, pairs, vocab).tolist() == [2, 1]
+    assert greedy_correct_tokens(model, pairs, vocab).tolist() == [2, 1]
+
+
+class BatchScripted(Scripted):
+    """:class:`Scripted` for a batch: each row's outputs so far, -1 until it has read its separator."""
+
+    def initial_state(self, batch_size, capacity=None, lengths=None):
+        return torch.full((batch_size,), -1)
+
+    def step(self, tokens, state):
+        state = torch.where(tokens == self.vocab.SEP, 0, torch.where(state >= 0, state + 1, -1))
+        logits = torch.zeros(len(tokens), self.vocab.output_size)
+        for row, n in enumerate(state.tolist()):
+            logits[row, self.script[n] if 0 <= n < len(self.script) else self.vocab.eos] = 1.0
+        return logits, state
+
+
+def test_a_randomised_transformer_decodes_one_pair_alone_as_greedy_decoding_does_and_draws_per_row():
+    """One row alone draws exactly what the literal decoder draws (the same positions: equal counts); side by side,
+    each row's positions are an ordered draw over its own length, so a short row's are not the first of a long
+    row's."""
+    task = get_task("reverse_string")
+    vocab = JointVocabulary.for_task(task)
+    rng = np.random.default_rng(5)
+    pairs = [task.sample_window(rng, (n, n), 1)[0] for n in (4, 11, 6)]
+    model = tiny(1, vocab, name="transformer", positional_encoding="randomised", layers=1, heads=2)
+    alone = [int(batched_greedy_correct_tokens(model, [pair], vocab)[0]) for pair in pairs]
+    assert alone == greedy_correct_tokens(model, pairs, vocab).tolist()
+    model.eval()
+    state = model.initial_state(2, capacity=30, lengths=torch.tensor([30, 8]))
+    short = state.positions[1, :8]
+    assert bool((short[1:] > short[:-1]).all()) and int(short[-1]) < RANDOM_RANGE
+    assert int(state.positions[1, 8]) >= RANDOM_RANGE  # past its own length: padding

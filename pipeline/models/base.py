@@ -59,8 +59,10 @@ class TransductionModel(nn.Module, ABC):
         with the batch (the DeQue's bottom read heard from a batch on) acts on it. Nothing by default."""
 
     @abstractmethod
-    def initial_state(self, batch_size: int, capacity: int | None = None) -> Any:
-        """The state before the first input; ``capacity`` is a hint of how many steps will follow."""
+    def initial_state(self, batch_size: int, capacity: int | None = None, lengths: Tensor | None = None) -> Any:
+        """The state before the first input; ``capacity`` is a hint of how many steps will follow; ``lengths`` (B,),
+        where given, how many each sequence will take (``capacity`` their most), for a model whose state depends on
+        its sequence's own length (a randomised Transformer draws its positions over it)."""
 
     @abstractmethod
     def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]:

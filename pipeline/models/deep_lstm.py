@@ -25,7 +25,8 @@ class DeepLSTM(TransductionModel):
         self.h0 = nn.Parameter(0.1 * torch.randn(layers, hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(layers, hidden))
 
-    def initial_state(self, batch_size: int, capacity: int | None = None) -> list[tuple[Tensor, Tensor]]:
+    def initial_state(self, batch_size: int, capacity: int | None = None,
+                      lengths: Tensor | None = None) -> list[tuple[Tensor, Tensor]]:
         return [
             (self.h0[i].expand(1, batch_size, -1).contiguous(), self.c0[i].expand(1, batch_size, -1).contiguous())
             for i in range(len(self.layers))

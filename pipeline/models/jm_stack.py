@@ -82,7 +82,8 @@ class JMStackLSTM(TransductionModel):
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
 
-    def initial_state(self, batch_size: int, capacity: int | None = None) -> JMStackState:
+    def initial_state(self, batch_size: int, capacity: int | None = None,
+                      lengths: Tensor | None = None) -> JMStackState:
         """``capacity``, where given, bounds the steps that will follow: rows no read within it can reach are dropped
         (the module's docstring)."""
         if capacity is not None and capacity < 1:

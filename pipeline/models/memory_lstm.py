@@ -126,7 +126,8 @@ class MemoryLSTM(TransductionModel):
 
     # -- one step at a time: the reference definition ------------------------------------------------------------
 
-    def initial_state(self, batch_size: int, capacity: int | None = None) -> ControllerState:
+    def initial_state(self, batch_size: int, capacity: int | None = None,
+                      lengths: Tensor | None = None) -> ControllerState:
         memory = self.memory.new_memory(batch_size, self.memory_width, capacity)
         h = self.h0.expand(batch_size, -1)
         reads = h.new_zeros(batch_size, self.memory.reads * self.memory_width)

@@ -63,23 +63,51 @@ class Block(nn.Module):
         self.feedforward_norm = nn.LayerNorm(width)
         self.feedforward = nn.Sequential(nn.Linear(width, feedforward), nn.ReLU(), nn.Linear(feedforward, width))
 
-    def forward(self, x: Tensor, cache: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(self, x: Tensor, cache: KeyValueCache | None = None) -> Tensor:
         """x (B, T, d): a whole sequence, or (``cache``: the keys and values of every position before it) the one
-        next position. Returns the new x and the keys and values of every position so far (B, heads, T', d / heads)."""
+        next position, whose keys and values are added to the cache. Returns the new x."""
         batch, steps, width = x.shape
         q, k, v = (z.view(batch, steps, self.heads, -1).transpose(1, 2)
                    for z in self.qkv(self.attention_norm(x)).chunk(3, dim=-1))
         if cache is not None:
-            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+            k, v = cache.append(k, v)
         # A whole sequence: causal, position t sees 1 .. t. The next position after the cached ones sees them all.
         attended = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
         x = x + self.out(attended.transpose(1, 2).reshape(batch, steps, width))
-        return x + self.feedforward(self.feedforward_norm(x)), (k, v)
+        return x + self.feedforward(self.feedforward_norm(x))
+
+
+class KeyValueCache:
+    """One block's keys and values of the positions read so far, (B, heads, positions, d / heads) each, in buffers
+    made for ``capacity`` positions and written in place: growing a tensor by concatenation at every step would copy
+    the whole cache each time (a sequence of T steps: T^2 / 2 positions copied, and a fresh allocation per step),
+    where a step needs only to write its own position. Past ``capacity`` the buffers double. Like a memory model's
+    state, it is stepped forward only: stepping again from an earlier state overwrites what a later one wrote."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.length = capacity, 0
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the keys and values of the next positions (B, heads, n, d / heads); return those of every position so
+        far (views of the buffers)."""
+        end = self.length + k.shape[2]
+        if self.keys is None or end > self.keys.shape[2]:
+            size = max(end, self.capacity if self.keys is None else 2 * self.keys.shape[2])
+            keys, values = k.new_empty(*k.shape[:2], size, k.shape[3]), v.new_empty(*v.shape[:2], size, v.shape[3])
+            if self.keys is not None:
+                keys[:, :, : self.length], values[:, :, : self.length] = self.keys[:, :, : self.length], \
+                    self.values[:, :, : self.length]
+            self.keys, self.values = keys, values
+        self.keys[:, :, self.length : end], self.values[:, :, self.length : end] = k, v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
 
 
 @dataclass
 class TransformerState:
-    caches: list[tuple[Tensor, Tensor] | None]  # per block: the keys and values of the positions read so far
+    caches: list[KeyValueCache]  # per block: the keys and values of the positions read so far
     read: int  # positions read so far
     positions: Tensor | None  # (B, capacity): a randomised encoding's positions, drawn at the start; else None
 
@@ -154,18 +182,20 @@ class Transformer(TransductionModel):
                      else torch.arange(length, device=inputs.device).expand(batch, -1))
         x = self.encode(self.embed(inputs), positions)
         for block in self.blocks:
-            x, _ = block(x)
+            x = block(x)
         return self.readout(self.norm(x))
 
     # -- one position at a time: the keys and values of the positions read so far are kept ---------------------------
 
-    def initial_state(self, batch_size: int, capacity: int | None = None) -> TransformerState:
+    def initial_state(self, batch_size: int, capacity: int | None = None,
+                      lengths: Tensor | None = None) -> TransformerState:
         """A randomised encoding draws the positions of ``capacity`` steps (default :data:`MAX_POSITIONS`) here, one
-        ordered subset per sequence, and each step reads at the next of them."""
+        ordered subset per sequence (of its own ``lengths``, where given), and each step reads at the next of them."""
         positions = None
         if self.randomised:
-            positions = self.random_positions(batch_size, capacity or MAX_POSITIONS).to(self.project.weight.device)
-        return TransformerState([None] * len(self.blocks), 0, positions)
+            positions = self.random_positions(batch_size, capacity or MAX_POSITIONS, lengths)
+            positions = positions.to(self.project.weight.device)
+        return TransformerState([KeyValueCache(capacity or MAX_POSITIONS) for _ in self.blocks], 0, positions)
 
     def step(self, tokens: Tensor, state: TransformerState) -> tuple[Tensor, TransformerState]:
         t = state.read
@@ -177,8 +207,6 @@ class Transformer(TransductionModel):
             raise ValueError(f"positions were drawn for {state.positions.shape[1]} steps (initial_state's capacity); "
                              f"this is step {t + 1}")
         x = self.encode(self.embed(tokens).unsqueeze(1), position)
-        caches = []
         for block, cache in zip(self.blocks, state.caches):
-            x, cache = block(x, cache)
-            caches.append(cache)
-        return self.readout(self.norm(x[:, 0])), TransformerState(caches, t + 1, state.positions)
+            x = block(x, cache)
+        return self.readout(self.norm(x[:, 0])), TransformerState(state.caches, t + 1, state.positions)

@@ -172,9 +172,10 @@ def _earlier_scores(path: Path) -> dict[tuple[str, int], tuple[float, str]]:
 
 def token_accuracies(runs: pd.DataFrame, selected: pd.DataFrame, root: Path, out_dir: Path) -> pd.DataFrame:
     """Delétang et al.'s score of the done runs of their tasks that have one (see :data:`TOKEN_COLUMNS`): the
-    ``token_accuracy`` a run's results record, else the one this report measured before for the same run at the same
-    batch (``token_accuracy.csv``), else, for a selected run whose folder still holds its best checkpoint, measured
-    now (:func:`measure_token_accuracy`). Others have none: greedy decoding costs about as much as training a run."""
+    ``token_accuracy`` a run's results record (every run of these tasks records it at its end,
+    ``TaskEntry.token_scored``), else the one this report measured before for the same run at the same batch
+    (``token_accuracy.csv``), else, for a selected run whose folder still holds its best checkpoint, measured now
+    (:func:`measure_token_accuracy`): runs that finished before runs recorded it. Others have none."""
     earlier = _earlier_scores(out_dir / TOKEN_FILE)
     theirs, chosen = set(deletang_table2().task), set(selected.run_id) if not selected.empty else set()
     out = []

@@ -43,11 +43,12 @@ from torch.utils.data import DataLoader, IterableDataset
 from pipeline.config import RunConfig
 from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
-from pipeline.evaluation import evaluate
+from pipeline.evaluation import TOKEN_ACCURACY_SPLITS, evaluate, token_accuracy
 from pipeline.files import atomic_write_text
 from pipeline.models import memory_of
 from pipeline.provenance import current_command, lock_hash, machine, torch_build, workers_sharing
 from pipeline.rundir import RESULTS_SCHEMA, RunDir, failure_record
+from pipeline.tasks import TASKS
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
@@ -215,6 +216,10 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         from pipeline.generalisation import far_rows, write_far_lengths
 
         write_far_lengths(run_dir, far_rows(module, config.training.far_eval_size, batches))
+    token_scored = {}
+    if TASKS[config.task].token_scored:  # Delétang et al.'s score, on the sets it covers (their test lengths)
+        pairs = [pair for split in TOKEN_ACCURACY_SPLITS for pair in eval_sets[split].pairs[:n]]
+        token_scored["token_accuracy"] = token_accuracy(module.model, pairs, module.vocab)
     return {
         "schema": RESULTS_SCHEMA,
         "run_id": config.run_id(),
@@ -233,6 +238,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "train_perplexity": monitor.best["train_perplexity"] if monitor.best else monitor.last_perplexity,
         "final_train_perplexity": monitor.last_perplexity,
         **{f"{split}_{metric}": getattr(s, metric) for split, s in scores.items() for metric in ("coarse", "fine")},
+        **token_scored,
         "eval_sizes": {split: len(scores[split].correct_prefix) for split in EVAL_SPLITS},
         "commit": " ".join(commits),  # the code that trained the run (more than one if resumed under another)
         "lock": lock_hash(),  # the environment that finished it (requirements.lock)
