@@ -431,3 +431,21 @@ def test_a_batched_population_of_a_model_that_cannot_be_stacked_is_refused_befor
     with pytest.raises(ConfigError, match=f"model '{name}' cannot be stacked as one batched population"):
         train_population(configs, [tmp_path / "a", tmp_path / "b"], batched=True)
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "none"])
+def test_the_transformers_cache_grows_past_the_capacity_it_was_made_for(encoding):
+    """The keys and values are written into buffers made for ``capacity`` positions; a state stepped past them
+    (a loose hint, or none) doubles them and keeps every position read, so its logits stay the forward's."""
+    model = tiny(f"transformer-{encoding}").eval()
+    inputs, _ = random_batch(B=2, L=11)
+    with torch.no_grad():
+        whole = model(inputs)
+        for capacity in (1, 4, 11, None):
+            state = model.initial_state(2, capacity=capacity)
+            stepped = []
+            for t in range(11):
+                logits, state = model.step(inputs[:, t], state)
+                stepped.append(logits)
+            torch.testing.assert_close(torch.stack(stepped, dim=1), whole, atol=1e-12, rtol=0, msg=str(capacity))
+            assert state.caches[0].length == 11 and state.caches[0].keys.shape[2] >= 11
