@@ -336,6 +336,16 @@ def test_the_rows_no_later_read_can_reach_are_dropped_where_the_length_is_known(
     assert rows_each_step_starts_from(model, inputs) == list(range(2, 13))
 
 
+def stepped_under(model, inputs, capacity):
+    """The logits (B, L, V) of stepping through ``inputs`` from a state made for ``capacity`` steps; the last state."""
+    state = model.initial_state(inputs.shape[0], capacity=capacity)
+    stepped = []
+    for t in range(inputs.shape[1]):
+        logits, state = model.step(inputs[:, t], state)
+        stepped.append(logits)
+    return torch.stack(stepped, dim=1), state
+
+
 def test_stepping_under_a_loose_capacity_or_none_gives_the_forwards_logits():
     """Greedy decoding passes the most steps it may take, not the steps it takes: a looser bound cuts less, never
     wrongly; and a step past the capacity is refused rather than read from a cut stack."""
@@ -345,12 +355,8 @@ def test_stepping_under_a_loose_capacity_or_none_gives_the_forwards_logits():
     with torch.no_grad():
         whole = model(inputs)
         for capacity in (None, 11, 12, 40):
-            state = model.initial_state(2, capacity=capacity)
-            stepped = []
-            for t in range(11):
-                logits, state = model.step(inputs[:, t], state)
-                stepped.append(logits)
-            torch.testing.assert_close(torch.stack(stepped, dim=1), whole, atol=1e-12, rtol=0, msg=str(capacity))
+            stepped, _ = stepped_under(model, inputs, capacity)
+            torch.testing.assert_close(stepped, whole, atol=1e-12, rtol=0, msg=str(capacity))
         state = model.initial_state(2, capacity=3)
         for t in range(3):
             _, state = model.step(inputs[:, t], state)
@@ -442,10 +448,6 @@ def test_the_transformers_cache_grows_past_the_capacity_it_was_made_for(encoding
     with torch.no_grad():
         whole = model(inputs)
         for capacity in (1, 4, 11, None):
-            state = model.initial_state(2, capacity=capacity)
-            stepped = []
-            for t in range(11):
-                logits, state = model.step(inputs[:, t], state)
-                stepped.append(logits)
-            torch.testing.assert_close(torch.stack(stepped, dim=1), whole, atol=1e-12, rtol=0, msg=str(capacity))
+            stepped, state = stepped_under(model, inputs, capacity)
+            torch.testing.assert_close(stepped, whole, atol=1e-12, rtol=0, msg=str(capacity))
             assert state.caches[0].length == 11 and state.caches[0].keys.shape[2] >= 11
