@@ -141,6 +141,13 @@ def correct_prefix_from_logits(logits: Tensor, batch: Batch) -> Tensor:
     return torch.minimum(first_wrong - start, batch.target_lengths)
 
 
+def length_sorted_batches(pairs: list[Pair], batch_size: int) -> list[list[int]]:
+    """The indices of ``pairs`` in batches of ``batch_size``, by joint length (source + target), so that a batch's
+    sequences are of similar length: less padding to score, fewer idle rows to decode."""
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].source) + len(pairs[i].target))
+    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+
 @torch.no_grad()
 def evaluate(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary,
              batch_size: int = EVAL_BATCH_SIZE) -> Scores:
@@ -148,10 +155,8 @@ def evaluate(model: TransductionModel, pairs: list[Pair], vocab: JointVocabulary
     was_training = model.training
     model.eval()
     device = model_device(model)
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].source) + len(pairs[i].target))
     prefix = torch.empty(len(pairs), dtype=torch.long)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    for idx in length_sorted_batches(pairs, batch_size):
         batch = collate([pairs[i] for i in idx], vocab).to(device)
         prefix[idx] = correct_prefix_from_logits(model(batch.inputs, batch.lengths), batch).cpu()
     model.train(was_training)
@@ -233,10 +238,8 @@ def batched_greedy_correct_tokens(model: TransductionModel, pairs: list[Pair], v
     was_training = model.training
     model.eval()
     device = model_device(model)
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i].source) + len(pairs[i].target))
     correct = torch.zeros(len(pairs), dtype=torch.long)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    for idx in length_sorted_batches(pairs, batch_size):
         rows = len(idx)
         sources = [[int(s) for s in vocab.source_ids(pairs[i].source)] for i in idx]
         read = torch.tensor([len(s) + 2 for s in sources])  # <s> source <|>: the tokens read before output 0
