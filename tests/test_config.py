@@ -197,3 +197,20 @@ def test_the_far_lengths_profile_trains_the_cpu_profiles_learned_memory_runs_aga
     assert far <= cpu and far == learned
     assert load_sweep(CONFIG_DIR / "far-lengths.yaml").reports_dir().relative_to(
         load_sweep(CONFIG_DIR / "cpu.yaml").reports_dir()).parts == ("far-lengths",)  # where reports/cpu/ looks
+
+
+def test_the_baselines_probe_configs_are_the_profiles_run_and_one_change_to_it():
+    """reports/baselines/study-log.md's probes change one thing at a time from the baselines profile's Stack-LSTM run
+    on reverse_string: their config must be that run (its id), and the shared-ids variant that run but for
+    model.target_inputs, or a probe would measure two changes and the log would name one."""
+    from dataclasses import replace
+
+    from pipeline.sweep import load_sweep
+
+    base = resolve_run_config(CONFIG_DIR / "experiments" / "baselines-stack-reverse_string.yaml")
+    profile = {run.run_id() for run in load_sweep(CONFIG_DIR / "baselines.yaml").runs()}
+    assert base.run_id() in profile and base.task == "reverse_string" and base.model.name == "stack"
+    shared = resolve_run_config(CONFIG_DIR / "experiments" / "baselines-stack-reverse_string-shared.yaml")
+    assert shared.model.target_inputs == "shared" != base.model.target_inputs
+    assert replace(shared, model=replace(shared.model, target_inputs=base.model.target_inputs)).identity() \
+        == base.identity()

@@ -1,0 +1,46 @@
+"""A probe of reports/baselines/study-log.md ("Why the Stack-LSTM does not learn binary reversal").
+
+The Stack-LSTM learns the paper's reversal (128 symbols, sources of 8-64) and stays off its stack on Delétang et al.'s
+binary reverse_string (2 symbols, sources of 1-40). This trains it on the two tasks between, each changing one of the
+two differences, with everything else the baselines profile's (configs/experiments/baselines-stack-reverse_string.yaml:
+hidden 256, lr 1e-3, 4,000 batches):
+
+  reverse_string_a128        128 symbols, sources of 1-40 (their lengths, the paper's alphabet)
+  reverse_string_paper_len   2 symbols, sources of 8-64 (the paper's lengths, their alphabet)
+
+The two tasks are registered here, for this probe only (pipeline.tasks.register_task, evaluation-set seeds 9100 and
+9200); the pipeline trains, evaluates and records them as any other. From the repository root:
+
+  python reports/baselines/probes/alphabet_and_length.py runs/probes SEED [TASK ...]
+"""
+import sys
+from pathlib import Path
+
+from pipeline.config import resolve_run_config
+from pipeline.tasks import SPLITS, TaskEntry, register_task
+from pipeline.tasks.deletang import BINARY, DELETANG_SPLITS
+from pipeline.tasks.synthetic import SyntheticTask, reverse
+from pipeline.training.run import train
+
+BASE = Path(__file__).resolve().parents[3] / "configs" / "experiments" / "baselines-stack-reverse_string.yaml"
+TASKS = {
+    "reverse_string_a128": TaskEntry(
+        "reverse_string_a128", lambda: SyntheticTask("reverse_string_a128", reverse, splits=DELETANG_SPLITS),
+        "Reverse string, 128 symbols", 9100, paper=False),
+    "reverse_string_paper_len": TaskEntry(
+        "reverse_string_paper_len", lambda: SyntheticTask("reverse_string_paper_len", reverse, symbols=BINARY,
+                                                          splits=SPLITS),
+        "Reverse string, the paper's lengths", 9200, paper=False),
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    runs, seed = Path(sys.argv[1]), int(sys.argv[2])
+    for entry in TASKS.values():
+        register_task(entry)
+    for task in sys.argv[3:] or list(TASKS):
+        if task not in TASKS:
+            sys.exit(f"unknown task {task!r}: this probe trains {', '.join(TASKS)}")
+        config = resolve_run_config(BASE, task=task, seed=seed)
+        print(task, train(config, runs / f"{task}-stack-s{seed}", progress=False), flush=True)
