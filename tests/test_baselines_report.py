@@ -89,6 +89,7 @@ def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_s
     assert "| Duplicate string" not in text  # only the tasks the profile trained
 
     assert f"]({FIGURE})" in text and (out / FIGURE).is_file()
+    assert "## How the memories were used" not in text  # neither model has one of the paper's memories
     for name in ("all_runs.csv", "cells.csv", TOKEN_FILE):
         assert (out / name).is_file(), name
     assert max(map(len, lines)) <= LONGEST_LINE
@@ -200,3 +201,70 @@ def test_a_score_not_transcribed_is_said_so_never_a_number(tmp_path):
     assert any(line.endswith("| not transcribed (LSTM) |") and "1-layer LSTM" in line for line in lines)
     row = next(line for line in lines if line.startswith("| Duplicate string (Delétang et al.) | not"))
     assert row.count("not transcribed") == 4 and "| 52.8 |" in row
+
+
+def test_each_memory_cell_shows_its_selected_runs_push_and_pop_at_the_checkpoint_it_reports(tmp_path, monkeypatch):
+    """The memories' table: per task and memory model, the selected run's mean push and pop over the source and
+    target halves as metrics.csv logged them at the evaluation of the checkpoint the run reports (the DeQue's two
+    ends each); models without one of the paper's memories get no row (the JM stack makes it a baselines profile)."""
+    import math
+
+    import pandas as pd
+
+    from pipeline.training.run import train
+
+    path = tmp_path / "memories.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "memories", "defaults": {"model": {"memory_width": 8, "embedding": 8}, "training": TRAINING,
+                                         "tracking": {"wandb": "off"}},
+        "grid": [{"tasks": ["copy"], "models": ["stack", "deque", "lstm1", "jm_stack"],
+                  "hidden": [16], "lr": [1e-2]}]}))
+    sweep = load_sweep(path)
+    for run in sweep.runs():
+        folder = tmp_path / "runs" / run.run_id()
+        train(run, folder, progress=False)
+        # an evaluation after the reported checkpoint, as a run's last evaluations usually are: not what it reports
+        metrics = RunDir(folder).metrics_file
+        header = metrics.read_text().splitlines()[0].split(",")
+        later = {"step": "999", "train/coarse": "0.0", **{c: "0.777" for c in header if c.startswith("memory/")}}
+        with metrics.open("a") as f:
+            f.write(",".join(later.get(c, "") for c in header) + "\n")
+    out = tmp_path / "out"
+    text = write_profile_report(sweep, path, tmp_path / "runs", out, command="pytest").read_text()
+    table = text.split("## How the memories were used", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| Sequence copying |")]
+    assert len(rows) == 2 and "1-layer LSTM" not in table and "JM Stack-LSTM" not in table
+
+    cells = pd.read_csv(out / "cells.csv").set_index("variant")
+    for model, name in (("stack", "Stack-LSTM"), ("deque", "DeQue-LSTM")):
+        folder = tmp_path / "runs" / cells.loc[model, "run_id"]
+        step = RunDir(folder).read_results()["selected_step"]
+        logged = next(row for row in RunDir(folder).read_metrics()
+                      if row["step"] == str(step) and row.get("train/coarse"))
+        row = next(line for line in rows if f"| {name} |" in line)
+        assert f"s0 at batch {step:,}" in row
+        if model == "stack":
+            expected = [logged[f"memory/{s}_{h}"] for s in ("push", "pop") for h in ("source", "target")]
+            assert cells.loc[model, "push_source_bottom"] != cells.loc[model, "push_source_bottom"]  # NaN: one end
+        else:
+            expected = [logged[f"memory/{s}_{h}_{e}"] for s in ("push", "pop") for e in ("top", "bottom")
+                        for h in ("source", "target")]
+        numbers = re.findall(r"\d\.\d\d", row.split(" | ", 3)[3])
+        assert numbers == [f"{float(v):.2f}" for v in expected]
+    assert math.isnan(cells.loc["lstm1", "push_source"])
+
+
+def test_memory_signals_are_read_at_the_step_asked_else_the_last():
+    from pipeline.reports.recipe import memory_signals
+
+    rows = [{"step": "10", "memory/push_source": "0.1", "memory/pop_target": "0.2"}, {"step": "15", "train/loss": "1"},
+            {"step": "20", "memory/push_source": "0.9", "memory/pop_target": "0.8"}]
+    assert memory_signals("stack", rows, 10)["push_source"] == 0.1
+    assert memory_signals("stack", rows)["push_source"] == 0.9
+    assert memory_signals("stack", rows, 20)["pop_target"] == 0.8
+    assert all(v != v for v in (memory_signals("stack", rows, 15)["push_source"],
+                                memory_signals("stack", rows)["push_source_bottom"]))  # NaN: no evaluation, one end
+    two = [{"step": "10", "memory/push_source_top": "0.3", "memory/push_source_bottom": "0.4"}]
+    assert memory_signals("deque", two, 10)["push_source"] == 0.3
+    assert memory_signals("deque", two, 10)["push_source_bottom"] == 0.4
+    assert all(v != v for v in memory_signals("jm_stack", [{"step": "10", "train/coarse": "0.5"}], 10).values())

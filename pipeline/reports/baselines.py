@@ -10,7 +10,9 @@ al.'s tasks beside their published scores, and gives no verdict.
 
 * ``README.md``: what made it, what the profile ran and cost, then per (task, model) the seeds done, the share that
   learned, the selected run's accuracies, how far past the test lengths it stays exact and what the cell cost; on
-  Delétang et al.'s tasks their score beside theirs; the figure. With no run done yet it says so and lists the grid;
+  Delétang et al.'s tasks their score beside theirs; for the paper's memories, how the selected run used its memory
+  (mean push and pop on the source and target halves); the figure. With no run done yet it says so and lists the
+  grid;
 * ``all_runs.csv``: every run, selected or not, with its row (``variant``), the batch it learned at and its cost;
 * ``cells.csv``: the table by task and model;
 * ``token_accuracy.csv``: Delétang et al.'s score of the runs that have it, and where it came from;
@@ -32,7 +34,7 @@ import pandas as pd
 from pipeline.config import SweepConfig
 from pipeline.files import atomic_write_text
 from pipeline.generalisation import FAR_BANDS, longest_exact_band, read_far_lengths
-from pipeline.models import DISPLAY_NAMES
+from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.reports.build import (
     LENGTH_BIN,
     binned_accuracy,
@@ -46,11 +48,12 @@ from pipeline.reports.build import (
     stopping_table,
 )
 from pipeline.reports.published import DELETANG_2023, DELETANG_ARCHITECTURES, deletang_table2
-from pipeline.reports.recipe import done_seeds, learned_at
+from pipeline.reports.recipe import MEMORY_COLUMNS, done_seeds, learned_at, memory_signals
 from pipeline.reports.table3 import METRICS, all_runs, select_models
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, sweep_root, sweep_status
 from pipeline.tasks import TASK_NAMES, TASKS, get_task
+from pipeline.training.monitor import MEMORY_PROBE_SIZE
 from pipeline.training.results import LEARNED_COARSE, logged_rows
 
 # Model settings that split one architecture into rows of their own: the Transformer's positional encodings, which
@@ -70,7 +73,8 @@ FIGURE = "length_512.png"
 TOKEN_FILE = "token_accuracy.csv"
 TOKEN_COLUMNS = ["task", "variant", "seed", "run_id", "batches", "token_accuracy", "source"]
 CELL_COLUMNS = ["task", "variant", "lr", "seeds", "done", "learned", "share", "cap", "seed", "batches", "stop_reason",
-                "train_perplexity", *METRICS, "exact_up_to", "far_measured", "cpu_hours", "run_id"]
+                "train_perplexity", *METRICS, "exact_up_to", "far_measured", "cpu_hours", "selected_step",
+                *MEMORY_COLUMNS, "run_id"]
 
 
 def variant(model) -> str:
@@ -117,7 +121,8 @@ def cell_table(runs: pd.DataFrame, selected: pd.DataFrame, root: Path, tasks: li
                rows: list[str]) -> pd.DataFrame:
     """One row per (task, variant) of the grid (see :data:`CELL_COLUMNS`): seeds in the grid, done and learned (as the
     recipe study counts), the cap, the selected run's numbers, the top of the longest far band up to which it is
-    exact (0: not even the first; NaN: not measured) and the cell's CPU-hours (its done runs)."""
+    exact (0: not even the first; NaN: not measured), the cell's CPU-hours (its done runs) and, for one of the paper's
+    memories, the selected run's mean push and pop at the checkpoint it reports (:func:`memory_signals`)."""
     chosen = selected.set_index(["task", "variant"]) if not selected.empty else None
     out = []
     for task in tasks:
@@ -134,6 +139,9 @@ def cell_table(runs: pd.DataFrame, selected: pd.DataFrame, root: Path, tasks: li
                 r = chosen.loc[(task, row)]
                 far = read_far_lengths(root / r.run_id)
                 exact = longest_exact_band(far)
+                step = (RunDir(root / r.run_id).read_results() or {}).get("selected_step")
+                cell.update(memory_signals(r.model, logged_rows(root / r.run_id), step),
+                            selected_step=math.nan if step is None else int(step))
                 cell.update(seed=int(r.seed), batches=int(r.batches), stop_reason=r.stop_reason,
                             train_perplexity=r.train_perplexity, run_id=r.run_id, far_measured=bool(far),
                             exact_up_to=(exact[1] if exact else 0) if far else math.nan,
@@ -338,6 +346,39 @@ def grid_lines(cells: pd.DataFrame) -> list[str]:
                     for c in cells.itertuples()]
 
 
+def memory_lines(cells: pd.DataFrame) -> list[str]:
+    """How the selected run of each cell of one of the paper's memories used it: mean push and pop over the source
+    and target halves at the checkpoint it reports; the DeQue's two ends each. No rows: nothing (no such cell done)."""
+    def signals(c, end: str = "") -> tuple[str, str]:
+        return (_pair(getattr(c, f"push_source{end}"), getattr(c, f"push_target{end}")),
+                _pair(getattr(c, f"pop_source{end}"), getattr(c, f"pop_target{end}")))
+
+    body = []
+    for c in cells.itertuples():
+        kind = memory_of(c.variant)
+        if kind is None or pd.isna(c.run_id) or pd.isna(c.selected_step):
+            continue
+        run = f"s{int(c.seed)} at batch {int(c.selected_step):,}"
+        if kind.ends == 1:
+            push, pop = signals(c)
+        else:
+            (top_push, top_pop), (bottom_push, bottom_pop) = signals(c), signals(c, "_bottom")
+            push, pop = f"top {top_push}, bottom {bottom_push}", f"top {top_pop}, bottom {bottom_pop}"
+        body.append(f"| {TASKS[c.task].title} | {variant_name(c.variant)} | {run} | {push} | {pop} |")
+    if not body:
+        return []
+    return ["## How the memories were used", "",
+            "Per task and memory model, the selected run at the checkpoint it reports: the mean push and pop over the "
+            f"source half and the target half of {MEMORY_PROBE_SIZE} of the evaluation's fresh training-length "
+            "sequences (`metrics.csv`, `memory/*`; the DeQue's two ends each). A Stack or Queue used as its structure "
+            "pushes on the source and "
+            "pops on the target, near 1.00 / 0.00 and 0.00 / 1.00; one that pushes on both halves and pops little "
+            "reads back mostly what it has just written, and one that stops pushing on the source is one more "
+            "recurrent layer (docs/training.md, \"Seeds, basins and RMSProp\"). [CSV](cells.csv).", "",
+            "| task | model | selected run | push: source / target | pop: source / target |", "|---|---|---|---|---|",
+            *body, ""]
+
+
 def write_baselines_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
                            out_dir: Path | None = None, command: str | None = None, force: bool = False) -> Path:
     """Write ``reports/<profile>/`` (see the module's docstring) from the profile's run folders. Returns the README's
@@ -386,6 +427,7 @@ def write_baselines_report(sweep: SweepConfig, config_file: str | Path, runs_roo
                   f"band from {FAR_BANDS[0][0]} on at coarse 1.00 (bands of 64 to {FAR_BANDS[-1][1]}, "
                   "`pipeline/generalisation.py`); the CPU-hours of the cell's done runs (training and evaluation). "
                   "[CSV](cells.csv).", "", *cell_lines(cells), ""]
+    lines += memory_lines(cells)
     lines += deletang_lines(cells, scores, tasks, rows)
     if drawn:
         lines += ["## Accuracy to 512", "", f"![coarse accuracy against source length, to 512]({FIGURE})", ""]

@@ -48,6 +48,21 @@ def labelled_runs(sweep: SweepConfig) -> list[tuple[str, object]]:
     return [(sweep.grid[index].label or f"grid[{index}]", run) for index, _, run in sweep.runs_by_block()]
 
 
+def memory_signals(model: str, rows: list[dict], step: int | None = None) -> dict[str, float]:
+    """The memory's mean push and pop over the source and target halves of the evaluation sequences
+    (:data:`MEMORY_COLUMNS`), as the monitor logged them at the evaluation of batch ``step`` (None: each signal's
+    last value); NaN where nothing was logged: a model without one of the paper's memories, a one-ended memory's
+    ``_bottom`` columns, a step without an evaluation."""
+    # a two-ended memory (the DeQue) logs memory/push_source_top and _bottom; one-ended memories memory/push_source
+    kind = memory_of(model)
+    top = "_top" if kind is not None and "top" in kind.signal_labels() else ""
+    out = {}
+    for name in MEMORY_COLUMNS:
+        column = "memory/" + (name if name.endswith("_bottom") else name + top)
+        out[name] = last_logged(rows, column) if step is None else dict(logged_values(rows, column)).get(step, math.nan)
+    return out
+
+
 def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | None:
     """The first evaluation step whose training coarse accuracy reaches ``threshold``; None if none does."""
     return next((step for step, coarse in logged_values(rows, TRAIN_COARSE) if coarse >= threshold), None)
@@ -65,11 +80,7 @@ def study_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFram
     for status in sweep_status(sweep, runs_root):
         run = status.config
         log = logged_rows(status.run_dir)
-        # a two-ended memory (the DeQue) logs memory/push_source_top and _bottom; one-ended memories memory/push_source
-        kind = memory_of(run.model.name)
-        top = "_top" if kind is not None and "top" in kind.signal_labels() else ""
-        memory = {name: last_logged(log, "memory/" + (name if name.endswith("_bottom") else name + top))
-                  for name in MEMORY_COLUMNS}
+        memory = memory_signals(run.model.name, log)
         rows.append(dict(task=run.task, model=run.model.name, choice=choices[run.run_id()], lr=run.training.lr,
                          seed=run.training.seed, state=status.state, batches=status.batches_done,
                          max_batches=run.training.max_batches, learned_at=learned_at(log),
