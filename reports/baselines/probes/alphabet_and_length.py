@@ -11,12 +11,15 @@ hidden 256, lr 1e-3, 4,000 batches):
 The two tasks are registered here, for this probe only (pipeline.tasks.register_task, evaluation-set seeds 9100 and
 9200); the pipeline trains, evaluates and records them as any other. From the repository root:
 
-  python reports/baselines/probes/alphabet_and_length.py runs/probes SEED [TASK ...]
+  python reports/baselines/probes/alphabet_and_length.py runs/probes SEED [TASK ...] [--model NAME]
+
+(--model: another model of the registry on the same tasks and settings, e.g. jm_stack; default the Stack-LSTM.)
 """
-import sys
+import argparse
 from pathlib import Path
 
 from pipeline.config import resolve_run_config
+from pipeline.models import MODEL_NAMES
 from pipeline.tasks import SPLITS, TaskEntry, register_task
 from pipeline.tasks.deletang import BINARY, DELETANG_SPLITS
 from pipeline.tasks.synthetic import SyntheticTask, reverse
@@ -34,13 +37,17 @@ TASKS = {
 }
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    runs, seed = Path(sys.argv[1]), int(sys.argv[2])
+    parser = argparse.ArgumentParser(description="The Stack-LSTM between the paper's reversal and Delétang's.")
+    parser.add_argument("runs", type=Path, help="where the run folders go, e.g. runs/probes")
+    parser.add_argument("seed", type=int)
+    parser.add_argument("tasks", nargs="*", metavar="TASK", help=f"any of {', '.join(TASKS)} (default: both)")
+    parser.add_argument("--model", default="stack", choices=list(MODEL_NAMES))
+    args = parser.parse_args()
+    for task in args.tasks:
+        if task not in TASKS:
+            parser.error(f"unknown task {task!r}: this probe trains {', '.join(TASKS)}")
     for entry in TASKS.values():
         register_task(entry)
-    for task in sys.argv[3:] or list(TASKS):
-        if task not in TASKS:
-            sys.exit(f"unknown task {task!r}: this probe trains {', '.join(TASKS)}")
-        config = resolve_run_config(BASE, task=task, seed=seed)
-        print(task, train(config, runs / f"{task}-stack-s{seed}", progress=False), flush=True)
+    for task in args.tasks or list(TASKS):
+        config = resolve_run_config(BASE, task=task, seed=args.seed, model=args.model)
+        print(task, train(config, args.runs / f"{task}-{args.model}-s{args.seed}", progress=False), flush=True)
