@@ -2,8 +2,8 @@
 
 The Stack-LSTM learns the paper's reversal (128 symbols, sources of 8-64) and stays off its stack on Delétang et al.'s
 binary reverse_string (2 symbols, sources of 1-40). This trains it on the two tasks between, each changing one of the
-two differences, with everything else the baselines profile's (configs/experiments/baselines-stack-reverse_string.yaml:
-hidden 256, lr 1e-3, 4,000 batches):
+two differences, with everything else its run of the baselines profile on reverse_string at that seed (hidden 256,
+lr 1e-3, 4,000 batches; configs/experiments/baselines-stack-reverse_string.yaml is seed 0's):
 
   reverse_string_a128        128 symbols, sources of 1-40 (their lengths, the paper's alphabet)
   reverse_string_paper_len   2 symbols, sources of 8-64 (the paper's lengths, their alphabet)
@@ -13,19 +13,20 @@ The two tasks are registered here, for this probe only (pipeline.tasks.register_
 
   python reports/baselines/probes/alphabet_and_length.py runs/probes SEED [TASK ...] [--model NAME]
 
-(--model: another model of the registry on the same tasks and settings, e.g. jm_stack; default the Stack-LSTM.)
+(--model: another model of the profile, with its own settings there, e.g. jm_stack; default the Stack-LSTM.)
 """
 import argparse
 from pathlib import Path
 
 from pipeline.config import resolve_run_config
 from pipeline.models import MODEL_NAMES
+from pipeline.sweep import load_sweep
 from pipeline.tasks import SPLITS, TaskEntry, register_task
 from pipeline.tasks.deletang import BINARY, DELETANG_SPLITS
 from pipeline.tasks.synthetic import SyntheticTask, reverse
 from pipeline.training.run import train
 
-BASE = Path(__file__).resolve().parents[3] / "configs" / "experiments" / "baselines-stack-reverse_string.yaml"
+PROFILE = Path(__file__).resolve().parents[3] / "configs" / "baselines.yaml"
 TASKS = {
     "reverse_string_a128": TaskEntry(
         "reverse_string_a128", lambda: SyntheticTask("reverse_string_a128", reverse, splits=DELETANG_SPLITS),
@@ -48,6 +49,12 @@ if __name__ == "__main__":
             parser.error(f"unknown task {task!r}: this probe trains {', '.join(TASKS)}")
     for entry in TASKS.values():
         register_task(entry)
+    # The profile's own run of that model and seed on reverse_string, with the task changed and nothing else
+    profile = [run for run in load_sweep(PROFILE).runs() if run.task == "reverse_string"
+               and run.model.name == args.model and run.training.seed == args.seed]
+    if len(profile) != 1:
+        parser.error(f"the baselines profile has {len(profile)} runs of {args.model} on reverse_string at seed "
+                     f"{args.seed}; this probe needs exactly one")
     for task in args.tasks or list(TASKS):
-        config = resolve_run_config(BASE, task=task, seed=args.seed, model=args.model)
+        config = resolve_run_config(profile[0], task=task, wandb="off")
         print(task, train(config, args.runs / f"{task}-{args.model}-s{args.seed}", progress=False), flush=True)
