@@ -370,11 +370,12 @@ def memory_lines(cells: pd.DataFrame) -> list[str]:
     return ["## How the memories were used", "",
             "Per task and memory model, the selected run at the checkpoint it reports: the mean push and pop over the "
             f"source half and the target half of {MEMORY_PROBE_SIZE} of the evaluation's fresh training-length "
-            "sequences (`metrics.csv`, `memory/*`; the DeQue's two ends each). A Stack or Queue used as its structure "
-            "pushes on the source and "
-            "pops on the target, near 1.00 / 0.00 and 0.00 / 1.00; one that pushes on both halves and pops little "
-            "reads back mostly what it has just written, and one that stops pushing on the source is one more "
-            "recurrent layer (docs/training.md, \"Seeds, basins and RMSProp\"). [CSV](cells.csv).", "",
+            "sequences (`metrics.csv`, `memory/*`; the DeQue's two ends each). On reversal a Stack, and on copy a "
+            "Queue, used as its structure pushes on the source and pops on the target: push near 1.00 / 0.00, pop "
+            "near 0.00 / 1.00 (other tasks need other patterns: duplicating pushes again while it pops). One that "
+            "pushes on both halves and pops little reads back mostly what it has just written; one that stops "
+            "pushing on the source is one more recurrent layer (docs/training.md, \"Seeds, basins and RMSProp\"). "
+            "[CSV](cells.csv).", "",
             "| task | model | selected run | push: source / target | pop: source / target |", "|---|---|---|---|---|",
             *body, ""]
 
