@@ -35,12 +35,12 @@ def private_cache(cache, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache))
 
 
-def profile(folder, name="tiny-baselines"):
+def profile(folder, name="tiny-baselines", tasks=TASKS, models=("transformer", "jm_stack")):
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump({
         "name": name, "defaults": {"model": {"memory_width": 8, "embedding": 8}, "training": TRAINING,
                                    "tracking": {"wandb": "off"}},
-        "grid": [{"tasks": TASKS, "models": ["transformer", "jm_stack"], "hidden": [16], "lr": [1e-2]}]}))
+        "grid": [{"tasks": list(tasks), "models": list(models), "hidden": [16], "lr": [1e-2]}]}))
     return path
 
 
@@ -213,12 +213,7 @@ def test_each_memory_cell_shows_its_selected_runs_push_and_pop_at_the_checkpoint
 
     from pipeline.training.run import train
 
-    path = tmp_path / "memories.yaml"
-    path.write_text(yaml.safe_dump({
-        "name": "memories", "defaults": {"model": {"memory_width": 8, "embedding": 8}, "training": TRAINING,
-                                         "tracking": {"wandb": "off"}},
-        "grid": [{"tasks": ["copy"], "models": ["stack", "deque", "lstm1", "jm_stack"],
-                  "hidden": [16], "lr": [1e-2]}]}))
+    path = profile(tmp_path, "memories", tasks=["copy"], models=["stack", "deque", "lstm1", "jm_stack"])
     sweep = load_sweep(path)
     for run in sweep.runs():
         folder = tmp_path / "runs" / run.run_id()
