@@ -1,10 +1,11 @@
 """Files that a crash can never leave half-written, the CSV reader that tolerates a cut-off last line, and the YAML
 reader that refuses a key given twice.
 
-Every result, report, cache file and log rewrite in the pipeline goes through :func:`atomic_write_bytes`: the data
-goes to a temporary file beside the target, is flushed to disk, and is renamed over the target, so a reader (or a
-crash) sees the old file or the new one, never half. The file gets the permissions a plain ``open`` would give it
-(0666 less the umask), so that colleagues on a shared filesystem can read results as they can read anything else.
+Every result, report, cache file and log rewrite in the pipeline goes through :func:`atomic_write_bytes` (a figure
+through :func:`save_figure`, a checkpoint through :func:`written_atomically`): the data goes to a temporary file beside
+the target (``atomic_write_bytes`` flushes it to disk) and is renamed over it, so a reader (or a crash) sees the old
+file or the new one, never half. The file gets the permissions a plain ``open`` would give it (0666 less the umask), so
+that colleagues on a shared filesystem can read results as they can read anything else.
 """
 
 from __future__ import annotations
@@ -103,6 +104,21 @@ def naming(error: OSError, path: str | Path) -> OSError:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8, newlines as given) to ``path`` atomically."""
     atomic_write_bytes(path, text.encode())
+
+
+def save_figure(fig, path: str | Path, dpi: int = 100) -> Path:
+    """Save a matplotlib figure to ``path`` atomically and close it. A PNG is written without its "Software" entry
+    (the matplotlib version), so that its bytes depend only on what it draws."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    kind = path.suffix.lstrip(".").lower() or "png"
+    try:
+        with written_atomically(path) as partial:
+            fig.savefig(partial, dpi=dpi, format=kind, metadata={"Software": None} if kind == "png" else None)
+    finally:
+        plt.close(fig)
+    return path
 
 
 def current_umask() -> int:

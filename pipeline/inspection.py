@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from pipeline.evaluation import greedy_decode
+from pipeline.files import save_figure
 from pipeline.tasks import Pair
 
 
@@ -227,11 +228,7 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
         axes[0].set_title("no memory to draw (a deep LSTM, or a baseline beside the paper): tokens, predictions and "
                           "errors only", fontsize=8)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, dpi=110)
 
 
 def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", index: int = 0,

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli import app
 from pipeline.config import ConfigError, RunConfig, SweepConfig, load_yaml, to_dict
-from pipeline.files import atomic_write_text
+from pipeline.files import atomic_write_text, save_figure
 from pipeline.runlock import claim_owner, run_lock
 from pipeline.sweep import load_sweep, summary, sweep_status
 from pipeline.sweep.status import RunStatus, estimate_seconds_left
@@ -157,6 +157,33 @@ def test_written_files_honour_the_umask(tmp_path, umask, mode):
     finally:
         os.umask(old)
     assert (tmp_path / "results.json").stat().st_mode & 0o777 == mode
+
+
+def test_a_figure_cut_off_while_written_leaves_the_old_one_and_a_png_does_not_name_matplotlib(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    path = save_figure(fig, tmp_path / "curve.png")
+    drawn = path.read_bytes()
+    assert drawn.startswith(b"\x89PNG") and b"Matplotlib" not in drawn and b"matplotlib" not in drawn
+    assert not plt.fignum_exists(fig.number)  # closed: a report drawing dozens of figures does not keep them
+
+    fig, _ = plt.subplots()
+
+    def cut_off(target, **options):  # a disk that fills, or a kill, halfway through the file
+        with open(target, "wb") as f:
+            f.write(drawn[:100])
+        raise OSError(28, "No space left on device")
+
+    fig.savefig = cut_off
+    with pytest.raises(OSError, match="curve.png"):  # the error names the figure, not a temporary file
+        save_figure(fig, path)
+    assert path.read_bytes() == drawn and [p.name for p in tmp_path.iterdir()] == ["curve.png"]  # no partial left
+    assert not plt.fignum_exists(fig.number)
 
 
 def test_yaml_off_is_the_tracking_setting_off(tmp_path):

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import SweepConfig
-from pipeline.files import atomic_write_text
+from pipeline.files import atomic_write_text, save_figure
 from pipeline.generalisation import FAR_BANDS, longest_exact_band, read_far_lengths
 from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.reports.build import (
@@ -310,8 +310,7 @@ def length_figure(selected: pd.DataFrame, root: Path, tasks: list[str], rows: li
              "far bands past them; bars: every far band over its 64 lengths. Shaded: training lengths; dotted: end "
              "of the test lengths.", ha="center", fontsize=8.5, color="#444444")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    save_figure(fig, out)
     return True
 
 

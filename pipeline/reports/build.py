@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
-from pipeline.files import atomic_write_text
+from pipeline.files import atomic_write_text, save_figure
 from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
 from pipeline.provenance import machine_label, provenance
 from pipeline.registry import Field
@@ -316,8 +316,7 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     if text:
         fig.text(0.5, 0.01, text.strip(), ha="center", fontsize=8.5, color="#444444")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    save_figure(fig, out)
     return True
 
 
@@ -407,8 +406,7 @@ def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
     fig.text(0.5, 0.01, f"{'/'.join(map(str, n))} sequences a band, drawn with their own seeds; dotted: end of the "
              f"test lengths (128){twins}.", ha="center", fontsize=8.5, color="#444444")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    save_figure(fig, out)
     return True
 
 

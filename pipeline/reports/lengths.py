@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from pipeline.files import save_figure
 from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES, get_task, has_length_choice
 from pipeline.tasks.itg import GrammarTask
 
@@ -88,7 +89,7 @@ def _plot(name: str, lengths: np.ndarray, path: Path) -> None:
     loglog.set(xlabel="source length (words)", ylabel="fraction of derivations")
     loglog.legend(fontsize=8)
     figure.suptitle(f"{name}: source lengths of {len(lengths):,} derivations before rejection")
-    figure.savefig(path, dpi=100, metadata={"Software": None})
+    save_figure(figure, path)
 
 
 def _markdown(lengths: dict[str, np.ndarray], n: int, seed: int) -> str:

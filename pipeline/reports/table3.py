@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import SweepConfig, TrainingConfig, config_hash
+from pipeline.files import save_figure
 from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES, memory_of
 from pipeline.provenance import machine_label, provenance_flags
 from pipeline.reports.published import table3 as published_table3
@@ -602,6 +603,5 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
     fig.text(0.5, 0.02, f"Verdict (all four values): {marks}.   Colour: ours − paper (red below, blue above; white "
              f"within {TOLERANCE}; grey: no run).", ha="center", fontsize=9, color="#333333")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    save_figure(fig, out)
     return True
