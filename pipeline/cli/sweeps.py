@@ -24,14 +24,30 @@ from pipeline.rundir import RunDir
 Executor = choices("Executor", "local", "slurm")
 
 
+def _workers_option():
+    return typer.Option(None, "--workers", callback=at_least(1),
+                        help="Local runs at a time (default: the profile's, else the CPU cores).")
+
+
+def _runs_dir_option():
+    return typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>).")
+
+
+def _report_only_option():
+    return typer.Option(False, "--report-only", help="Write the report from the runs so far; train nothing.")
+
+
+def _retry_failed_option():
+    return typer.Option(False, "--retry-failed", help="Run failed runs again.")
+
+
 @app.command()
 def sweep(
     profile: Path = typer.Argument(..., help="A profile, e.g. configs/cpu.yaml (paper, cpu, smoke)."),
     executor: Executor = typer.Option(Executor.local, "--executor", help="local (a process pool) or slurm."),
-    workers: int = typer.Option(None, "--workers", callback=at_least(1),
-                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
-    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    workers: int = _workers_option(),
+    runs_dir: Path = _runs_dir_option(),
+    retry_failed: bool = _retry_failed_option(),
     retry_pruned: bool = typer.Option(False, "--retry-pruned", help="Continue pruned runs from their checkpoints."),
     status: bool = typer.Option(False, "--status", help="Only print where the sweep stands."),
     partition: str = typer.Option(None, "--partition", help="SLURM partition (default: the profile's)."),
@@ -222,51 +238,49 @@ def archive(
             fail(refused)
 
 
+def _train_then_report(kind: str, profile: Path, workers, runs_dir, out, report_only: bool, retry_failed: bool,
+                       dirty: bool) -> None:
+    """`study` and `screen`: check that ``out`` is (or can be) a report of this ``kind`` before any training, run the
+    profile's grid locally (resumable) unless ``report_only``, then write the kind's report from the runs so far, with
+    the command that makes it (``--report-only`` writes the same one from the same runs)."""
+    allow_dirty(dirty)
+    from pipeline.reports.kinds import check_kind
+
+    if kind == "study":
+        from pipeline.reports.recipe import write_study_report as write_report
+    else:
+        from pipeline.reports.screen import write_screen_report as write_report
+    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None)
+    check_kind(out if out is not None else config.reports_dir(), kind)
+    statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
+    typer.echo(f"wrote {write_report(config, profile, runs_dir, out, command=f'transduce {kind} {profile}')}")
+    _exit_if_unfinished(statuses)
+
+
 @app.command()
 def study(
     profile: Path = typer.Argument(Path("configs/recipe.yaml"), help="A study profile (default: the recipe study)."),
-    workers: int = typer.Option(None, "--workers", callback=at_least(1),
-                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
-    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    workers: int = _workers_option(),
+    runs_dir: Path = _runs_dir_option(),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>, or the folder the "
                                                  "profile's reports: key names)."),
-    report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
-                                                                  "nothing."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    report_only: bool = _report_only_option(),
+    retry_failed: bool = _retry_failed_option(),
     dirty: bool = allow_dirty_option(),
 ) -> None:
     """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
-    allow_dirty(dirty)
-    from pipeline.reports.kinds import check_kind
-    from pipeline.reports.recipe import write_study_report
-
-    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None)
-    check_kind(out if out is not None else config.reports_dir(), "study")  # before any training (a profile's report)
-    statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
-    # the command that makes the report (--report-only writes the same one from the same runs)
-    typer.echo(f"wrote {write_study_report(config, profile, runs_dir, out, command=f'transduce study {profile}')}")
-    _exit_if_unfinished(statuses)
+    _train_then_report("study", profile, workers, runs_dir, out, report_only, retry_failed, dirty)
 
 
 @app.command()
 def screen(
     profile: Path = typer.Argument(..., help="A screen profile, e.g. configs/lstm-screen.yaml."),
-    workers: int = typer.Option(None, "--workers", callback=at_least(1),
-                                help="Local runs at a time (default: the profile's, else the CPU cores)."),
-    runs_dir: Path = typer.Option(None, "--runs-dir", help="Where run directories go (default: runs/<profile>)."),
+    workers: int = _workers_option(),
+    runs_dir: Path = _runs_dir_option(),
     out: Path = typer.Option(None, "--out", help="Output folder (default: reports/<profile>)."),
-    report_only: bool = typer.Option(False, "--report-only", help="Write the report from the runs so far; train "
-                                                                  "nothing."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed runs again."),
+    report_only: bool = _report_only_option(),
+    retry_failed: bool = _retry_failed_option(),
     dirty: bool = allow_dirty_option(),
 ) -> None:
     """Run a screen (one change at a time against a baseline, resumable) and write how each change compares."""
-    from pipeline.reports.kinds import check_kind
-    from pipeline.reports.screen import write_screen_report
-
-    allow_dirty(dirty)
-    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None)
-    check_kind(out if out is not None else config.reports_dir(), "screen")  # before any training
-    statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
-    typer.echo(f"wrote {write_screen_report(config, profile, runs_dir, out, command=f'transduce screen {profile}')}")
-    _exit_if_unfinished(statuses)
+    _train_then_report("screen", profile, workers, runs_dir, out, report_only, retry_failed, dirty)
