@@ -13,8 +13,13 @@ the memory's state is recorded as the model's own reference path computes it (:m
   end the read starts from (the memory's :class:`~pipeline.memory.kinds.MemoryKind` says which).
 
 A model that learned to use its memory as a stack pushes on the source and pops on the target, and its reads walk
-back down the rows it pushed; one in the "recurrent layer" basin pushes little and reads its latest row. A deep LSTM
-has no memory: its trace is the tokens, predictions and errors only.
+back down the rows it pushed; one in the "recurrent layer" basin pushes little and reads its latest row.
+
+The Joulin-Mikolov stack (``pipeline.models.jm_stack``) has no strengths: every step mixes three whole stacks. Its
+trace is the probabilities of its three actions (push, pop, no-op) and the size of each row of its stack, top first
+(the root mean square of the row's values, which lie in [-1, 1]): a push moves every row down by one, a pop up by one.
+Rows no later read can reach are not kept (its docstring), so the stack drawn shortens towards the end. A deep LSTM
+and the Transformer have no memory: their trace is the tokens, predictions and errors only.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import torch
 
 from pipeline.evaluation import greedy_decode
 from pipeline.files import save_figure
+from pipeline.models.jm_stack import ACTIONS as JM_ACTIONS
 from pipeline.tasks import Pair
 
 
@@ -50,6 +56,8 @@ class Trace:
     reads: list[dict[str, list[float]]] = field(default_factory=list)  # read weights per end, over the same rows
     source_length: int = 0
     rows_grow_at_both_ends: bool = False  # the DeQue: rows are drawn bottom pushes, then top pushes
+    actions: list[list[float]] = field(default_factory=list)  # the JM stack: P(push), P(pop), P(no-op) per step
+    stack_rows: list[list[float]] = field(default_factory=list)  # the JM stack: each row's RMS value, top first
 
     @property
     def correct(self) -> list[bool | None]:
@@ -89,6 +97,9 @@ def trace_sequence(module, pair: Pair | None, source: tuple[int, ...] | None = N
         trace.tokens.append(vocab.input_words[token])
         if memory is not None:
             record_memory(trace, state, memory)
+        elif getattr(state, "actions", None) is not None:  # the JM stack
+            trace.actions.append([float(x) for x in state.actions[0]])
+            trace.stack_rows.append([float(x) for x in state.stack[0].pow(2).mean(-1).sqrt()])
 
     # the whole output, not only its correct prefix: the trace shows what the model does after its first error
     budget = len(reference) if reference is not None else 2 * len(src) + 2
@@ -127,6 +138,8 @@ def trace_json(trace: Trace) -> str:
         if trace.push_ends:
             step.update(push=dict(zip(trace.push_ends, trace.push[t])), pop=dict(zip(trace.pop_ends, trace.pop[t])),
                         strengths=trace.strengths[t], read_weights=trace.reads[t])
+        if trace.actions:
+            step.update(actions=dict(zip(JM_ACTIONS, trace.actions[t])), stack_rows=trace.stack_rows[t])
         steps.append(step)
     meta = {k: v for k, v in asdict(trace).items()
             if k in ("run", "task", "model", "push_ends", "pop_ends", "read_ends", "source_length")}
@@ -158,10 +171,12 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     from matplotlib.colors import PowerNorm
 
     steps = len(trace.tokens)
-    memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.read_ends]) if trace.push_ends else []
-    rows = 2 * steps if trace.rows_grow_at_both_ends else steps
+    memory_panels = (["signals", "strengths"] + [f"reads:{end}" for end in trace.read_ends]) if trace.push_ends else (
+        ["actions", "stack"] if trace.actions else [])
+    rows = 2 * steps if trace.rows_grow_at_both_ends else (
+        max(map(len, trace.stack_rows)) if trace.actions else steps)
     # heatmaps get about one pixel per memory row (at the dpi below), so that a single row stays visible
-    heights = [1.2] + [1.4 if p == "signals" else min(6.0, max(2.6, rows / 110)) for p in memory_panels]
+    heights = [1.2] + [1.4 if p in ("signals", "actions") else min(6.0, max(2.6, rows / 110)) for p in memory_panels]
     fig, axes = plt.subplots(len(heights), 1, figsize=(14, sum(heights) + 1.2), sharex=True,
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes[:, 0]
@@ -201,6 +216,25 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
             ax.set_ylabel("signal")
             ax.legend(loc="upper left", fontsize=7, ncol=4, frameon=False)
             continue
+        if panel == "actions":
+            for a, (name, color) in enumerate(zip(JM_ACTIONS, ("#1f77b4", "#d62728", "#7f7f7f"))):
+                ax.plot(x, [p[a] for p in trace.actions], color=color, lw=1, ls="--" if name == "pop" else "-",
+                        label=f"P({name})")
+            ax.set_ylim(-0.05, 1.35)
+            ax.set_yticks([0, 0.5, 1])
+            ax.set_ylabel("action")
+            ax.legend(loc="upper left", fontsize=7, ncol=3, frameon=False)
+            continue
+        if panel == "stack":
+            grid = np.full((rows, steps), np.nan)
+            for t, sizes in enumerate(trace.stack_rows):
+                grid[: len(sizes), t] = sizes
+            image = ax.imshow(grid, aspect="auto", origin="upper", cmap="Greys", norm=PowerNorm(0.5, vmin=0, vmax=1),
+                              interpolation="nearest", extent=(-0.5, steps - 0.5, rows - 0.5, -0.5))
+            fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(
+                "row size (RMS of its values), √ scale", fontsize=7)
+            ax.set_ylabel("stack row (0: the top)", fontsize=7)
+            continue
         kind, _, end = panel.partition(":")
         grid = aligned_rows(trace, "strengths" if kind == "strengths" else "reads", end or None)
         cmap = "Greys" if kind == "strengths" else ("Blues" if end == "top" else "Oranges")
@@ -224,9 +258,9 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
         f"first error at target symbol {errors[0] - separator + 1}" if errors else "no reference target")
     fig.suptitle(title or f"{trace.run}: {trace.model} on {trace.task}, source length {trace.source_length}; "
                  f"{status}", fontsize=10)
-    if not trace.push_ends:
-        axes[0].set_title("no memory to draw (a deep LSTM, or a baseline beside the paper): tokens, predictions and "
-                          "errors only", fontsize=8)
+    if not memory_panels:
+        axes[0].set_title("no memory to draw (a deep LSTM or the Transformer): tokens, predictions and errors only",
+                          fontsize=8)
     fig.tight_layout()
     return save_figure(fig, out, dpi=110)
 

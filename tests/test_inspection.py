@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from pipeline.cli import app
 from pipeline.config import RunConfig, from_dict
 from pipeline.memory.reference import ReferenceDeQue, ReferenceQueue, ReferenceStack
+from pipeline.models.jm_stack import jm_stack_update
 from pipeline.training.run import load_run, train
 
 
@@ -21,13 +22,13 @@ def private_cache(cache_dir, monkeypatch):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, cache_dir):
-    """A 20-batch run of every memory model and of a 1-layer LSTM, on reversal."""
+    """A 20-batch run of every memory model, of the JM stack and of a 1-layer LSTM, on reversal."""
     import os
 
     os.environ["TRANSDUCE_DATA_CACHE"] = str(cache_dir)
     root = tmp_path_factory.mktemp("inspect-runs")
     dirs = {}
-    for name in ("stack", "queue", "deque", "lstm1"):
+    for name in ("stack", "queue", "deque", "jm_stack", "lstm1"):
         config = from_dict(RunConfig, {"task": "reversal", "model": {"name": name, "hidden": 12, "memory_width": 6,
                                                                      "embedding": 6},
                                        "training": dict(max_batches=20, eval_every=10, eval_size=10,
@@ -109,7 +110,41 @@ def test_a_trace_holds_the_models_own_signals_and_the_memorys_state(trained, tmp
     assert marks[:prefix] == [True] * prefix and (prefix == len(pair.target) + 1 or marks[prefix] is False)
 
 
-@pytest.mark.parametrize("name", ["stack", "deque", "lstm1"])
+def test_a_jm_stack_trace_holds_its_own_actions_and_the_rows_its_update_gives(trained, tmp_path):
+    out = tmp_path / "trace.json"
+    result = CliRunner().invoke(app, ["inspect", str(trained["jm_stack"]), "--split", "train", "--index", "2",
+                                      "--format", "json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    steps = json.loads(out.read_text())["steps"]
+    k = json.loads(out.read_text())["source_length"]
+
+    # the actions and the pushed values of the model's batch forward pass over the same tokens, caught as computed
+    module = load_run(trained["jm_stack"])
+    model, vocab = module.model, module.vocab
+    ids = [vocab.BOS] + [vocab.source_offset + module.task.source_vocab.index(s["token"]) for s in steps[1 : k + 1]]
+    ids += [vocab.SEP] + [vocab.target_offset + module.task.target_vocab.index(s["token"]) for s in steps[k + 2 :]]
+    caught = {"actions": [], "value": []}
+    hooks = [getattr(model, name).register_forward_hook(lambda _m, _i, output, name=name: caught[name].append(output))
+             for name in caught]
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for hook in hooks:
+        hook.remove()
+    actions = torch.softmax(torch.cat(caught["actions"]), dim=-1)
+    values = torch.tanh(torch.cat(caught["value"]))
+    assert [list(s["actions"]) for s in steps] == [["push", "pop", "no-op"]] * len(steps)
+    assert torch.allclose(torch.tensor([list(s["actions"].values()) for s in steps]), actions, atol=1e-6)
+
+    # the rows: the stack's update (tested against its equations in test_baseline_models) replayed over the whole depth
+    stack = torch.zeros(1, model.depth, model.width)
+    for t, step in enumerate(steps):
+        stack = jm_stack_update(stack, actions[t : t + 1], values[t : t + 1])
+        kept = step["stack_rows"]
+        assert 1 <= len(kept) <= min(t + 2, model.depth)  # a step reaches at most one row deeper
+        assert kept == pytest.approx(stack[0, : len(kept)].pow(2).mean(-1).sqrt().tolist(), abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["stack", "deque", "jm_stack", "lstm1"])
 def test_a_trace_figure_is_drawn_for_every_kind_of_model(trained, tmp_path, name):
     out = tmp_path / f"{name}.png"
     result = CliRunner().invoke(app, ["inspect", str(trained[name]), "--source", "a1 a2 a3 a4", "--out", str(out)])
@@ -128,7 +163,7 @@ def test_inspect_refuses_bad_input_in_one_line(trained):
 def test_runs_lists_and_filters_a_folder(trained):
     result = CliRunner().invoke(app, ["runs", str(next(iter(trained.values())).parent), "--format", "json"])
     rows = json.loads(result.output)
-    assert {r["model"] for r in rows} == {"stack", "queue", "deque", "lstm1"}
+    assert {r["model"] for r in rows} == {"stack", "queue", "deque", "jm_stack", "lstm1"}
     assert all(r["status"] == "finished" and r["batches"] == 20 for r in rows)
     result = CliRunner().invoke(app, ["runs", str(trained["stack"].parent), "--model", "deque", "--format", "csv"])
     lines = result.output.strip().splitlines()

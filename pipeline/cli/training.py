@@ -133,7 +133,8 @@ def inspect(
                                                                                    "there is one)."),
 ) -> None:
     """Draw what a trained model does with its memory on one greedily decoded sequence: push/pop, strengths and
-    read weights per step, the predictions and their errors (a deep LSTM: tokens, predictions, errors)."""
+    read weights per step (the JM stack: its actions and its rows), the predictions and their errors (a deep LSTM or
+    the Transformer: tokens, predictions, errors)."""
     from pipeline.files import atomic_write_text
     from pipeline.inspection import draw_trace, inspect_run, trace_json
 
@@ -154,5 +155,5 @@ def inspect(
         atomic_write_text(out, trace_json(trace))
     else:
         draw_trace(trace, out)
-    typer.echo(f"wrote {out}" + ("" if trace.push_ends else " (no memory to draw: a deep LSTM, or a baseline beside "
-                                                          "the paper)"))
+    drawn = trace.push_ends or trace.actions
+    typer.echo(f"wrote {out}" + ("" if drawn else " (no memory to draw: a deep LSTM or the Transformer)"))
