@@ -374,6 +374,7 @@ def memory_lines(cells: pd.DataFrame) -> list[str]:
             "near 0.00 / 1.00 (other tasks need other patterns: duplicating pushes again while it pops). One that "
             "pushes on both halves and pops little reads back mostly what it has just written; one that stops "
             "pushing on the source is one more recurrent layer (docs/training.md, \"Seeds, basins and RMSProp\"). "
+            "The JM stack logs no push and pop while it trains (its three actions are drawn by `transduce inspect`). "
             "[CSV](cells.csv).", "",
             "| task | model | selected run | push: source / target | pop: source / target |", "|---|---|---|---|---|",
             *body, ""]
