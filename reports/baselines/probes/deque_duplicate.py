@@ -68,7 +68,8 @@ def probe(module, source: list[int]) -> dict:
                 first_error_in=None if first_error is None else ("copy 1", "copy 2", "</s>")[min(first_error // n, 2)],
                 bottom_balance=round(sum(s["push"]["bottom"] - s["pop"]["bottom"] for s in reading), 2),
                 under_at_first_output=round(steps[n]["under"], 3),
-                lag_copy1_first=lag(0), lag_copy1_last=lag(n - 1), lag_copy2_first=lag(n), lag_copy2_last=lag(2 * n - 1))
+                lag_copy1_first=lag(0), lag_copy1_last=lag(n - 1),
+                lag_copy2_first=lag(n), lag_copy2_last=lag(2 * n - 1))
 
 
 def main() -> None:
@@ -83,8 +84,8 @@ def main() -> None:
     for run in args.runs:
         module = load_run(run, "best", "cpu")
         if module.config.task != "duplicate_string" or module.config.model.name != "deque":
-            parser.error(f"{run} is a {module.config.model.name} on {module.config.task}: this probe reads a DeQue-LSTM "
-                         "on duplicate_string")
+            parser.error(f"{run} is a {module.config.model.name} on {module.config.task}: this probe reads a "
+                         "DeQue-LSTM on duplicate_string")
         for length in args.lengths:
             for i in range(args.strings):
                 draw = random.Random(1000 * length + i)
