@@ -200,17 +200,21 @@ def test_the_far_lengths_profile_trains_the_cpu_profiles_learned_memory_runs_aga
 
 
 def test_the_baselines_probe_configs_are_the_profiles_run_and_one_change_to_it():
-    """reports/baselines/study-log.md's probes change one thing at a time from the baselines profile's Stack-LSTM run
-    on reverse_string: their config must be that run (its id), and the shared-ids variant that run but for
-    model.target_inputs, or a probe would measure two changes and the log would name one."""
+    """reports/baselines/study-log.md's probes change one thing at a time from a run of the baselines profile (the
+    Stack-LSTM on reverse_string, the Queue-LSTM on duplicate_string): each base config must be that run (its id), and
+    each variant that run but for the one setting the log names, or a probe would measure two changes."""
     from dataclasses import replace
 
     from pipeline.sweep import load_sweep
 
-    base = resolve_run_config(CONFIG_DIR / "experiments" / "baselines-stack-reverse_string.yaml")
     profile = {run.run_id() for run in load_sweep(CONFIG_DIR / "baselines.yaml").runs()}
-    assert base.run_id() in profile and base.task == "reverse_string" and base.model.name == "stack"
-    shared = resolve_run_config(CONFIG_DIR / "experiments" / "baselines-stack-reverse_string-shared.yaml")
-    assert shared.model.target_inputs == "shared" != base.model.target_inputs
-    assert replace(shared, model=replace(shared.model, target_inputs=base.model.target_inputs)).identity() \
-        == base.identity()
+    for model, task, section, setting, value in (("stack", "reverse_string", "model", "target_inputs", "shared"),
+                                                  ("queue", "duplicate_string", "model", "pop_bias", -4.0)):
+        base = resolve_run_config(CONFIG_DIR / "experiments" / f"baselines-{model}-{task}.yaml")
+        assert base.run_id() in profile and base.task == task and base.model.name == model
+        variant_name = {"shared": "shared", -4.0: "pop4"}[value]
+        variant = resolve_run_config(CONFIG_DIR / "experiments" / f"baselines-{model}-{task}-{variant_name}.yaml")
+        changed, original = getattr(variant, section), getattr(base, section)
+        assert getattr(changed, setting) == value != getattr(original, setting)
+        undone = replace(variant, **{section: replace(changed, **{setting: getattr(original, setting)})})
+        assert undone.identity() == base.identity()
