@@ -204,46 +204,49 @@ def draw_trace(trace: Trace, out: Path, title: str = "") -> Path:
     axes[-1].set_xlabel("step: the token read" + (" (every token labelled)" if every == 1 else
                                                   f" (one token in {every} labelled)"))
 
+    def curves(ax, lines, ylabel: str, columns: int) -> None:
+        """A panel of probabilities over the steps: ``lines`` of (values, colour, dashed, label)."""
+        for values, color, dashed, label in lines:
+            ax.plot(x, values, color=color, lw=1, ls="--" if dashed else "-", label=label)
+        # headroom above 1 keeps the legend off the curves (a push that learned sits near 1)
+        ax.set_ylim(-0.05, 1.35)
+        ax.set_yticks([0, 0.5, 1])
+        ax.set_ylabel(ylabel)
+        ax.legend(loc="upper left", fontsize=7, ncol=columns, frameon=False)
+
+    def heatmap(ax, grid, cmap: str, top_down: bool, label: str) -> None:
+        """A panel of one value per row and step in [0, 1]; ``top_down``: row 0 drawn at the top."""
+        # square-root colour scale: a strength of 0.05 (a memory barely used) still shows as a light grey
+        extent = (-0.5, steps - 0.5) + ((grid.shape[0] - 0.5, -0.5) if top_down else (-0.5, grid.shape[0] - 0.5))
+        image = ax.imshow(grid, aspect="auto", origin="upper" if top_down else "lower", cmap=cmap,
+                          norm=PowerNorm(0.5, vmin=0, vmax=1), interpolation="nearest", extent=extent)
+        # the colour bar sits outside the panel, so every panel keeps the same time axis
+        fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(label + ", √ scale", fontsize=7)
+
     for panel, ax in zip(memory_panels, axes[1:]):
         if panel == "signals":
             colors = (("#1f77b4", "#d62728"), ("#17becf", "#ff7f0e"))  # per signal triple: push, pop
-            for e, (push_end, pop_end) in enumerate(zip(trace.push_ends, trace.pop_ends)):
-                ax.plot(x, [p[e] for p in trace.push], color=colors[e][0], lw=1, label=f"push d ({push_end})")
-                ax.plot(x, [p[e] for p in trace.pop], color=colors[e][1], lw=1, ls="--", label=f"pop u ({pop_end})")
-            # headroom above 1 keeps the legend off the curves (a push that learned sits near 1)
-            ax.set_ylim(-0.05, 1.35)
-            ax.set_yticks([0, 0.5, 1])
-            ax.set_ylabel("signal")
-            ax.legend(loc="upper left", fontsize=7, ncol=4, frameon=False)
+            curves(ax, [line for e, (push_end, pop_end) in enumerate(zip(trace.push_ends, trace.pop_ends))
+                        for line in ((([p[e] for p in trace.push]), colors[e][0], False, f"push d ({push_end})"),
+                                     ([p[e] for p in trace.pop], colors[e][1], True, f"pop u ({pop_end})"))],
+                   "signal", 4)
             continue
         if panel == "actions":
-            for a, (name, color) in enumerate(zip(JM_ACTIONS, ("#1f77b4", "#d62728", "#7f7f7f"))):
-                ax.plot(x, [p[a] for p in trace.actions], color=color, lw=1, ls="--" if name == "pop" else "-",
-                        label=f"P({name})")
-            ax.set_ylim(-0.05, 1.35)
-            ax.set_yticks([0, 0.5, 1])
-            ax.set_ylabel("action")
-            ax.legend(loc="upper left", fontsize=7, ncol=3, frameon=False)
+            curves(ax, [([p[a] for p in trace.actions], color, name == "pop", f"P({name})")
+                        for a, (name, color) in enumerate(zip(JM_ACTIONS, ("#1f77b4", "#d62728", "#7f7f7f")))],
+                   "action", 3)
             continue
         if panel == "stack":
             grid = np.full((rows, steps), np.nan)
             for t, sizes in enumerate(trace.stack_rows):
                 grid[: len(sizes), t] = sizes
-            image = ax.imshow(grid, aspect="auto", origin="upper", cmap="Greys", norm=PowerNorm(0.5, vmin=0, vmax=1),
-                              interpolation="nearest", extent=(-0.5, steps - 0.5, rows - 0.5, -0.5))
-            fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(
-                "row size (RMS of its values), √ scale", fontsize=7)
+            heatmap(ax, grid, "Greys", True, "row size (RMS of its values)")
             ax.set_ylabel("stack row (0: the top)", fontsize=7)
             continue
         kind, _, end = panel.partition(":")
         grid = aligned_rows(trace, "strengths" if kind == "strengths" else "reads", end or None)
-        cmap = "Greys" if kind == "strengths" else ("Blues" if end == "top" else "Oranges")
-        # square-root colour scale: a strength of 0.05 (a memory barely used) still shows as a light grey
-        image = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, norm=PowerNorm(0.5, vmin=0, vmax=1),
-                          interpolation="nearest", extent=(-0.5, steps - 0.5, -0.5, grid.shape[0] - 0.5))
-        label = ("strength s_t[i]" if kind == "strengths" else f"read weight w_t[i] ({end} read)") + ", √ scale"
-        # the colour bar sits outside the panel, so every panel keeps the same time axis
-        fig.colorbar(image, cax=ax.inset_axes((1.005, 0.0, 0.008, 1.0))).set_label(label, fontsize=7)
+        heatmap(ax, grid, "Greys" if kind == "strengths" else ("Blues" if end == "top" else "Oranges"), False,
+                "strength s_t[i]" if kind == "strengths" else f"read weight w_t[i] ({end} read)")
         if trace.rows_grow_at_both_ends:
             ax.axhline(steps - 0.5, color="#888888", lw=0.5)
             ax.set_ylabel("row (bottom pushes | top pushes)", fontsize=7)
