@@ -21,7 +21,8 @@ LONGEST_LINE = 1000
 TASKS = ["copy", "reverse_string"]
 TRAINING = dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
                 final_eval_size=10, far_eval_size=2, checkpoint_every=10, early_stop_patience=0, length_pool=2)
-TABLE_HEADER = ("| task | model | lr | seeds done / in grid | learned | selected run | training coarse / fine | "
+TABLE_HEADER = ("| task | model | lr | seeds done / in grid | learned | not learned: still falling at the cap | "
+                "selected run | training coarse / fine | "
                 "test coarse / fine | exact up to | CPU-hours |")
 
 
@@ -76,8 +77,9 @@ def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_s
             row = next(line for line in lines if line.startswith(f"| {task} | {model} | 0.01 | 1 / 1 |"))
             cells = row.split(" | ")
             assert len(cells) == TABLE_HEADER.count(" | ") + 1
-            assert re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[6]) and re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[7])
-            assert re.fullmatch(r"\d+|not even 129–192", cells[8])  # the far bands were measured (far_eval_size)
+            assert re.fullmatch(r"—|\d of 1", cells[5])
+            assert re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[7]) and re.fullmatch(r"\d\.\d\d / \d\.\d\d", cells[8])
+            assert re.fullmatch(r"\d+|not even 129–192", cells[9])  # the far bands were measured (far_eval_size)
 
     # Delétang et al.'s score: ours as each selected run recorded it, theirs beside it
     assert re.search(r"\| Reverse string \(Delétang et al\.\) \| Transformer \(sinusoidal\) \| \d+\.\d \| \d+\.\d "
@@ -247,6 +249,30 @@ def test_each_memory_cell_shows_its_selected_runs_push_and_pop_at_the_checkpoint
         numbers = re.findall(r"\d\.\d\d", row.split(" | ", 3)[3])
         assert numbers == [f"{float(v):.2f}" for v in expected]
     assert math.isnan(cells.loc["lstm1", "push_source"])
+
+
+def test_a_cell_counts_the_runs_that_did_not_learn_and_hit_the_cap_still_falling():
+    """Of a cell's done runs that did not learn, those that stopped at the cap with their training perplexity still
+    falling (``still_improving``, the plateau rule's trend check): not one that learned, one flat at the cap, one the
+    plateau rule stopped, or one not done, whatever its trend."""
+    import pandas as pd
+
+    from pipeline.reports.baselines import cell_lines, cell_table
+
+    def run(seed, state="finished", stop="budget", falling=True, learned_at=None, variant="lstm1"):
+        return dict(task="copy", variant=variant, model=variant, lr=1e-3, seed=seed, max_batches=4000, state=state,
+                    stop_reason=stop if state == "finished" else None, still_improving=falling,
+                    learned_at=learned_at, cpu_seconds=60.0)
+
+    runs = pd.DataFrame([run(0), run(1, falling=False), run(2, stop="plateau"), run(3, learned_at=1500),
+                         run(4, state="pending"), run(5, stop="converged", learned_at=2000, variant="queue")])
+    runs["learned_at"] = runs.learned_at.astype("Int64")
+    cells = cell_table(runs, pd.DataFrame(), None, ["copy"], ["lstm1", "queue"]).set_index("variant")
+    assert cells.loc["lstm1", ["done", "learned", "cap_falling"]].tolist() == [4, 1, 1]
+    assert cells.loc["queue", ["done", "learned", "cap_falling"]].tolist() == [1, 1, 0]
+    lines = cell_lines(cells.reset_index())
+    assert lines[2].startswith("| Sequence copying | 1-layer LSTM | 0.001 | 4 / 5 | 1 of 4 (25%) | 1 of 3 | —")
+    assert lines[3].startswith("| Sequence copying | Queue-LSTM | 0.001 | 1 / 1 | 1 of 1 (100%) | — | —")
 
 
 def test_memory_signals_are_read_at_the_step_asked_else_the_last():

@@ -72,9 +72,9 @@ THEIR_ARCHITECTURE = {"transformer": "Transformer", "lstm1": "LSTM", "jm_stack":
 FIGURE = "length_512.png"
 TOKEN_FILE = "token_accuracy.csv"
 TOKEN_COLUMNS = ["task", "variant", "seed", "run_id", "batches", "token_accuracy", "source"]
-CELL_COLUMNS = ["task", "variant", "lr", "seeds", "done", "learned", "share", "cap", "seed", "batches", "stop_reason",
-                "train_perplexity", *METRICS, "exact_up_to", "far_measured", "cpu_hours", "selected_step",
-                *MEMORY_COLUMNS, "run_id"]
+CELL_COLUMNS = ["task", "variant", "lr", "seeds", "done", "learned", "share", "cap_falling", "cap", "seed", "batches",
+                "stop_reason", "train_perplexity", *METRICS, "exact_up_to", "far_measured", "cpu_hours",
+                "selected_step", *MEMORY_COLUMNS, "run_id"]
 
 
 def variant(model) -> str:
@@ -120,9 +120,12 @@ def in_order(sweep: SweepConfig) -> tuple[list[str], list[str]]:
 def cell_table(runs: pd.DataFrame, selected: pd.DataFrame, root: Path, tasks: list[str],
                rows: list[str]) -> pd.DataFrame:
     """One row per (task, variant) of the grid (see :data:`CELL_COLUMNS`): seeds in the grid, done and learned (as the
-    recipe study counts), the cap, the selected run's numbers, the top of the longest far band up to which it is
-    exact (0: not even the first; NaN: not measured), the cell's CPU-hours (its done runs) and, for one of the paper's
-    memories, the selected run's mean push and pop at the checkpoint it reports (:func:`memory_signals`)."""
+    recipe study counts), how many of the done runs that did not learn hit the cap with their training perplexity
+    still falling (``cap_falling``: the plateau rule's own trend check, ``all_runs.csv``'s ``still_improving``; their
+    "not learned" is this budget's, more batches would have moved them), the cap, the selected run's numbers, the top
+    of the longest far band up to which it is exact (0: not even the first; NaN: not measured), the cell's CPU-hours
+    (its done runs) and, for one of the paper's memories, the selected run's mean push and pop at the checkpoint it
+    reports (:func:`memory_signals`)."""
     chosen = selected.set_index(["task", "variant"]) if not selected.empty else None
     out = []
     for task in tasks:
@@ -131,9 +134,11 @@ def cell_table(runs: pd.DataFrame, selected: pd.DataFrame, root: Path, tasks: li
             if part.empty:
                 continue
             done, learned = done_seeds(part), part.learned_at.notna()
+            falling = done & ~learned & (part.stop_reason == "budget") & part.still_improving.astype(bool)
             cell = dict(task=task, variant=row, lr=" ".join(f"{lr:g}" for lr in sorted(set(part.lr))),
                         seeds=len(part), done=int(done.sum()), learned=int(learned.sum()),
-                        share=learned.sum() / done.sum() if done.sum() else math.nan, cap=int(part.max_batches.max()),
+                        share=learned.sum() / done.sum() if done.sum() else math.nan, cap_falling=int(falling.sum()),
+                        cap=int(part.max_batches.max()),
                         cpu_hours=part.cpu_seconds.sum() / 3600, far_measured=False, exact_up_to=math.nan)
             if chosen is not None and (task, row) in chosen.index:
                 r = chosen.loc[(task, row)]
@@ -323,17 +328,19 @@ def _pair(a, b) -> str:
 
 def cell_lines(cells: pd.DataFrame) -> list[str]:
     """The table by task and model."""
-    lines = ["| task | model | lr | seeds done / in grid | learned | selected run | training coarse / fine | "
-             "test coarse / fine | exact up to | CPU-hours |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | model | lr | seeds done / in grid | learned | not learned: still falling at the cap | "
+             "selected run | training coarse / fine | test coarse / fine | exact up to | CPU-hours |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in cells.itertuples():
         learned = f"{c.learned} of {c.done} ({c.share:.0%})" if c.done else "—"
+        falling = f"{c.cap_falling} of {c.done - c.learned}" if c.done > c.learned else "—"
         run = "—" if pd.isna(c.run_id) else f"s{int(c.seed)}, {int(c.batches):,} batches ({c.stop_reason})"
         first = f"not even {FAR_BANDS[0][0]}–{FAR_BANDS[0][1]}"
         exact = ("—" if pd.isna(c.run_id) else "not measured" if not c.far_measured
                  else first if c.exact_up_to == 0 else f"{int(c.exact_up_to)}")
         hours = f"{c.cpu_hours:.2f}" if c.done else "—"
         lines.append(f"| {TASKS[c.task].title} | {variant_name(c.variant)} | {c.lr} | {c.done} / {c.seeds} | "
-                     f"{learned} | {run} | {_pair(c.train_coarse, c.train_fine)} | "
+                     f"{learned} | {falling} | {run} | {_pair(c.train_coarse, c.train_fine)} | "
                      f"{_pair(c.test_coarse, c.test_fine)} | {exact} | {hours} |")
     return lines
 
@@ -422,9 +429,13 @@ def write_baselines_report(sweep: SweepConfig, config_file: str | Path, runs_roo
     if not finished.empty:
         lines += ["## By task and model", "",
                   f"Per task and model: the seeds done and in the grid; how many learned (an evaluation at training "
-                  f"coarse ≥ {LEARNED_COARSE}, as the recipe study counts, of the done seeds); the selected run (the "
-                  "lowest training perplexity, §5) with its coarse / fine accuracy on the cached training-length and "
-                  "test-length sets; the top of the longest band of source lengths up to which it is exact, every "
+                  f"coarse ≥ {LEARNED_COARSE}, as the recipe study counts, of the done seeds); of those that did "
+                  "not, how many hit the cap with their training perplexity still falling (the plateau rule's trend "
+                  "check, docs/training.md: its last window's mean below the window before's by more than the "
+                  "tolerance, in perplexity or in cross-entropy beyond its noise): theirs is \"not learned within "
+                  "the cap\", not a limit the model reached; the selected run (the lowest training perplexity, §5) "
+                  "with its coarse / fine accuracy on the cached training-length and test-length sets; the top of "
+                  "the longest band of source lengths up to which it is exact, every "
                   f"band from {FAR_BANDS[0][0]} on at coarse 1.00 (bands of 64 to {FAR_BANDS[-1][1]}, "
                   "`pipeline/generalisation.py`); the CPU-hours of the cell's done runs (training and evaluation). "
                   "[CSV](cells.csv).", "", *cell_lines(cells), ""]
