@@ -257,7 +257,7 @@ def test_a_cell_counts_the_runs_that_did_not_learn_and_hit_the_cap_still_falling
     plateau rule stopped, or one not done, whatever its trend."""
     import pandas as pd
 
-    from pipeline.reports.baselines import cell_lines, cell_table
+    from pipeline.reports.baselines import cap_line, cell_lines, cell_table
 
     def run(seed, state="finished", stop="budget", falling=True, learned_at=None, variant="lstm1"):
         return dict(task="copy", variant=variant, model=variant, lr=1e-3, seed=seed, max_batches=4000, state=state,
@@ -273,6 +273,16 @@ def test_a_cell_counts_the_runs_that_did_not_learn_and_hit_the_cap_still_falling
     lines = cell_lines(cells.reset_index())
     assert lines[2].startswith("| Sequence copying | 1-layer LSTM | 0.001 | 4 / 5 | 1 of 4 (25%) | 1 of 3 | —")
     assert lines[3].startswith("| Sequence copying | Queue-LSTM | 0.001 | 1 / 1 | 1 of 1 (100%) | — | —")
+
+    # the sentence under the table: the cells where no seed learned, and those whose runs all ran out still falling
+    assert cap_line(cells.reset_index()) == []  # both cells learned on a seed
+    nothing = pd.DataFrame([run(0, variant="stack"), run(1, variant="stack"), run(0, variant="deque"),
+                            run(1, falling=False, variant="deque"), run(2, variant="jm_stack", state="pending")])
+    nothing["learned_at"] = nothing.learned_at.astype("Int64")
+    cells = cell_table(pd.concat([runs, nothing]), pd.DataFrame(), None, ["copy"],
+                       ["lstm1", "queue", "stack", "deque", "jm_stack"])
+    assert cap_line(cells)[0].startswith("2 of the 4 cells with a run done learned on none of their done seeds; in 1 "
+                                         "of them every one of those runs hit the cap")
 
 
 def test_memory_signals_are_read_at_the_step_asked_else_the_last():

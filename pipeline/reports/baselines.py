@@ -345,6 +345,18 @@ def cell_lines(cells: pd.DataFrame) -> list[str]:
     return lines
 
 
+def cap_line(cells: pd.DataFrame) -> list[str]:
+    """One sentence under the table: of the cells where no done seed learned, how many had every done run hit the cap
+    still falling (none when every cell with a done run learned somewhere)."""
+    empty = cells[(cells.done > 0) & (cells.learned == 0)]
+    if empty.empty:
+        return []
+    cut = int((empty.cap_falling == empty.done).sum())
+    return [f"{len(empty)} of the {int((cells.done > 0).sum())} cells with a run done learned on none of their done "
+            f"seeds; in {cut} of them every one of those runs hit the cap with its training perplexity still falling: "
+            "not learned within the cap (what more batches would give, only a longer run can say).", ""]
+
+
 def grid_lines(cells: pd.DataFrame) -> list[str]:
     """The grid as planned, for a report with nothing trained yet."""
     lines = ["| task | model | lr | seeds | cap (batches) |", "|---|---|---|---|---|"]
@@ -438,7 +450,7 @@ def write_baselines_report(sweep: SweepConfig, config_file: str | Path, runs_roo
                   "the longest band of source lengths up to which it is exact, every "
                   f"band from {FAR_BANDS[0][0]} on at coarse 1.00 (bands of 64 to {FAR_BANDS[-1][1]}, "
                   "`pipeline/generalisation.py`); the CPU-hours of the cell's done runs (training and evaluation). "
-                  "[CSV](cells.csv).", "", *cell_lines(cells), ""]
+                  "[CSV](cells.csv).", "", *cell_lines(cells), "", *cap_line(cells)]
     lines += memory_lines(cells)
     lines += deletang_lines(cells, scores, tasks, rows)
     if drawn:
