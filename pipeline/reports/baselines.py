@@ -134,7 +134,7 @@ def cell_table(runs: pd.DataFrame, selected: pd.DataFrame, root: Path, tasks: li
             if part.empty:
                 continue
             done, learned = done_seeds(part), part.learned_at.notna()
-            falling = done & ~learned & (part.stop_reason == "budget") & part.still_improving.astype(bool)
+            falling = done & ~learned & (part.stop_reason == "budget") & part.still_improving.eq(True)
             cell = dict(task=task, variant=row, lr=" ".join(f"{lr:g}" for lr in sorted(set(part.lr))),
                         seeds=len(part), done=int(done.sum()), learned=int(learned.sum()),
                         share=learned.sum() / done.sum() if done.sum() else math.nan, cap_falling=int(falling.sum()),
