@@ -269,6 +269,8 @@ def test_a_cell_counts_the_runs_that_did_not_learn_and_hit_the_cap_still_falling
     runs["learned_at"] = runs.learned_at.astype("Int64")
     cells = cell_table(runs, pd.DataFrame(), None, ["copy"], ["lstm1", "queue"]).set_index("variant")
     assert cells.loc["lstm1", ["done", "learned", "cap_falling"]].tolist() == [4, 1, 1]
+    unknown = pd.concat([runs, pd.DataFrame([run(6, falling=float("nan"))])])  # no trend recorded: not counted
+    assert cell_table(unknown, pd.DataFrame(), None, ["copy"], ["lstm1"]).cap_falling.tolist() == [1]
     assert cells.loc["queue", ["done", "learned", "cap_falling"]].tolist() == [1, 1, 0]
     lines = cell_lines(cells.reset_index())
     assert lines[2].startswith("| Sequence copying | 1-layer LSTM | 0.001 | 4 / 5 | 1 of 4 (25%) | 1 of 3 | —")
