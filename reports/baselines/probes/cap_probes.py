@@ -23,6 +23,10 @@ ARCHIVE = HERE.parent / "finished_runs"
 PROBES = [
     ("rs-transformer-learned-s1-to16k", "reverse_string-transformer-h256-lr0.001-s1-23211281",
      "reverse_string: Transformer (learned), s1"),
+    ("rs-transformer-sinusoidal-s1-to16k", "reverse_string-transformer-h256-lr0.001-s1-3051127f",
+     "reverse_string: Transformer (sinusoidal), s1"),
+    ("rs-transformer-none-s1-to16k", "reverse_string-transformer-h256-lr0.001-s1-fce2eb06",
+     "reverse_string: Transformer (none), s1"),
     ("rs-transformer-randomised-s0-to16k", "reverse_string-transformer-h256-lr0.001-s0-c60b1d0d",
      "reverse_string: Transformer (randomised), s0"),
     ("rs-lstm1-s2-to16k", "reverse_string-lstm1-h256-lr0.001-s2-f30e43cc", "reverse_string: 1-layer LSTM, s2"),
@@ -48,7 +52,7 @@ def checkpoint(folder: Path) -> str:
 
 def main(out: Path) -> None:
     plt = pyplot()
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharey=True)
+    fig, axes = plt.subplots(3, 3, figsize=(13, 10.5), sharey=True)
     flat = axes.flatten()
     for ax, (probe, source, title) in zip(flat, PROBES):
         for folder, look in ((ARCHIVE / source, dict(color="#888888", ls="--")), (HERE / probe, dict(color="#1f77b4"))):
@@ -71,13 +75,14 @@ def main(out: Path) -> None:
         ax.legend(fontsize=8, loc="upper right", frameon=False)
     for ax in axes[:, 0]:
         ax.set_ylabel("coarse accuracy")
-    flat[-1].axis("off")
+    for ax in flat[len(PROBES):]:
+        ax.axis("off")
     flat[-1].text(0.02, 0.5, "Shaded: the training lengths (1-40).\nDotted: the end of the test lengths (41-80).\n"
                   "Each curve: the checkpoint its run reports.\n"
                   f"Bins of {LENGTH_BIN} source lengths over the cached\ntraining, test and long sets; past {SHOWN} "
                   "every bin,\nand every far band to 512, is 0.00 for every run.",
                   fontsize=9.5, va="center", color="#333333")
-    fig.suptitle("Delétang et al.'s tasks: the profile's runs at the 4,000-batch cap and continued to 16,000",
+    fig.suptitle("Delétang et al.'s tasks: the profile's runs at the 4,000-batch cap and continued (to at most 16,000)",
                  fontsize=12)
     fig.tight_layout(rect=(0, 0, 1, 0.96))
     save_figure(fig, out)
