@@ -33,6 +33,7 @@ PROBES = [
     ("ds-transformer-learned-s0-to16k", "duplicate_string-transformer-h256-lr0.001-s0-ef12d48a",
      "duplicate_string: Transformer (learned), s0"),
     ("ds-lstm1-s1-to16k", "duplicate_string-lstm1-h256-lr0.001-s1-870cddd4", "duplicate_string: 1-layer LSTM, s1"),
+    ("ds-queue-s1-to16k", "duplicate_string-queue-h256-lr0.001-s1-7d148314", "duplicate_string: Queue-LSTM, s1"),
 ]
 SHOWN = 128  # source lengths drawn; past them every bin and far band of every run here is 0.00 (checked below)
 TRAIN, TEST = 40, 80  # the last source length of Delétang et al.'s training lengths and of our test set
