@@ -208,12 +208,12 @@ def test_the_baselines_probe_configs_are_the_profiles_run_and_one_change_to_it()
     from pipeline.sweep import load_sweep
 
     profile = {run.run_id() for run in load_sweep(CONFIG_DIR / "baselines.yaml").runs()}
-    for model, task, section, setting, value in (("stack", "reverse_string", "model", "target_inputs", "shared"),
-                                                  ("queue", "duplicate_string", "model", "pop_bias", -4.0)):
+    for model, task, suffix, section, setting, value in (
+            ("stack", "reverse_string", "shared", "model", "target_inputs", "shared"),
+            ("queue", "duplicate_string", "pop4", "model", "pop_bias", -4.0)):
         base = resolve_run_config(CONFIG_DIR / "experiments" / f"baselines-{model}-{task}.yaml")
         assert base.run_id() in profile and base.task == task and base.model.name == model
-        variant_name = {"shared": "shared", -4.0: "pop4"}[value]
-        variant = resolve_run_config(CONFIG_DIR / "experiments" / f"baselines-{model}-{task}-{variant_name}.yaml")
+        variant = resolve_run_config(CONFIG_DIR / "experiments" / f"baselines-{model}-{task}-{suffix}.yaml")
         changed, original = getattr(variant, section), getattr(base, section)
         assert getattr(changed, setting) == value != getattr(original, setting)
         undone = replace(variant, **{section: replace(changed, **{setting: getattr(original, setting)})})
