@@ -141,6 +141,31 @@ def test_same_seed_same_metrics_file_and_timings_apart(tmp_path):
     assert (tmp_path / "a" / "timings.csv").read_text().splitlines()[0] == "step,elapsed_s"
 
 
+def test_a_run_records_its_cpu_seconds_which_leave_out_the_waits_for_a_shared_core(tmp_path):
+    import time
+
+    from pipeline.training.monitor import TrainingMonitor
+
+    results = train(tiny(max_batches=20), tmp_path / "run", progress=False)
+    assert results["train_cpu_seconds"] > 0 and results["eval_cpu_seconds"] >= 0
+    # The clocks themselves: a wait counts in wall time, not in CPU time (a process waiting for a shared core)
+    monitor = TrainingMonitor(tmp_path / "m", [])
+    monitor.on_train_start(0)
+    time.sleep(0.3)
+    state = monitor.state_dict()
+    assert state["elapsed"] >= 0.3 and state["cpu_elapsed"] < 0.1
+    # Resumed from a checkpoint made before CPU time was kept: the run's CPU time is unknown, and stays so
+    old = {k: v for k, v in state.items() if k != "cpu_elapsed"}
+    resumed = TrainingMonitor(tmp_path / "m", [])
+    resumed.load_state_dict(old)
+    resumed.on_train_start(0)
+    assert resumed.state_dict()["cpu_elapsed"] is None and resumed.state_dict()["elapsed"] >= 0.3
+    # ... and a checkpoint that kept it carries it on
+    carried = TrainingMonitor(tmp_path / "m", [])
+    carried.load_state_dict(state)
+    assert carried.state_dict()["cpu_elapsed"] == pytest.approx(state["cpu_elapsed"], abs=0.05)
+
+
 def test_a_budget_below_the_evaluation_interval_still_ends_evaluated(tmp_path):
     results = train(tiny(max_batches=7, eval_every=1000, perplexity_every=100), tmp_path / "run", progress=False)
     assert results["batches"] == 7 and results["train_perplexity"] == results["train_perplexity"]  # not NaN

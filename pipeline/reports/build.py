@@ -534,10 +534,24 @@ def population_members(finished: pd.DataFrame) -> pd.Series:
             if "population" in finished else pd.Series(1, index=finished.index))
 
 
+def cpu_timed(finished: pd.DataFrame) -> pd.Series:
+    """Per finished run (rows of results), whether it recorded its process's CPU seconds for both training and
+    evaluation (runs on a CPU since the monitor kept them, not resumed from a checkpoint made before)."""
+    if "train_cpu_seconds" not in finished or "eval_cpu_seconds" not in finished:
+        return pd.Series(False, index=finished.index)
+    return finished["train_cpu_seconds"].notna() & finished["eval_cpu_seconds"].notna()
+
+
 def run_seconds(finished: pd.DataFrame) -> pd.Series:
     """What each finished run (rows of results) cost: its training and evaluation seconds, summed over restarts, its
-    share where it trained in a population (:func:`population_members`)."""
-    return (finished["train_seconds"] + finished["eval_seconds"]) / population_members(finished)
+    share where it trained in a population (:func:`population_members`). The process's CPU seconds where the run
+    recorded them (:func:`cpu_timed`), else its wall seconds, which count the waits too where processes outnumbered
+    the cores."""
+    wall = finished["train_seconds"] + finished["eval_seconds"]
+    timed = cpu_timed(finished)
+    if timed.any():
+        wall = wall.where(~timed, finished["train_cpu_seconds"] + finished["eval_cpu_seconds"])
+    return wall.astype(float) / population_members(finished)
 
 
 def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
@@ -546,8 +560,10 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     if finished.empty:
         return ""
     members = population_members(finished)
+    timed = cpu_timed(finished)
     finished = finished.assign(
         seconds=run_seconds(finished),
+        wall_seconds=(finished["train_seconds"] + finished["eval_seconds"]) / members,
         train_seconds=finished["train_seconds"] / members,
         # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
         workers=finished["workers"] if "workers" in finished else float("nan"),
@@ -564,11 +580,22 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     # Each run's share of the wall time: its seconds over the size of the pool it ran in. Two pools side by side on
     # one machine (a study beside a sweep, or two slices of a grid) each count their own workers only, so this reads
     # high there.
-    wall = float((finished["seconds"] / finished["workers"]).sum()) / 3600
+    wall = float((finished["wall_seconds"] / finished["workers"]).sum()) / 3600
     single = bool((members == 1).all())  # no run trained in a population
     each = "one thread each" if single else (
-        "one thread each; a run trained in a population counts its share of the population's time, its wall time "
-        "over its members")
+        "one thread each; a run trained in a population counts its share of the population's time, its time over "
+        "its members")
+    # How the seconds were measured: the process's CPU time where a run kept it; else its wall time, which counts the
+    # waits too where processes outnumbered the cores (a probe beside a sweep).
+    n_timed = int(timed.sum())
+    if n_timed == len(finished):
+        each += ", the process's CPU time"
+    elif n_timed:
+        rest = len(finished) - n_timed
+        each += (f"; the process's CPU time for {n_timed} run{'' if n_timed == 1 else 's'}, the wall time for the "
+                 f"{rest} that did not record it, which counts any wait for a shared core")
+    else:
+        each += "; wall time, which counts any wait for a shared core"
     unit = "CPU-hours" if single else "hours"
     line = (f"Compute: {total:.1f} {unit} over the {len(finished)} finished runs ({each}; training and "
             f"evaluation), about " + (f"{wall:.1f} h" if wall >= 0.1 else f"{wall * 60:.0f} min") + " of wall time")

@@ -204,7 +204,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     """Evaluate the selected checkpoint on the cached sets and describe the run."""
     if monitor.best_path.exists():
         module.load_state_dict(read_checkpoint(monitor.best_path, run_dir, module.config)["state_dict"])
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     n = module.config.training.final_eval_size
     scores = {split: evaluate(module.model, eval_sets[split].pairs[:n], module.vocab) for split in EVAL_SPLITS}
     RunDir(run_dir).write_accuracy_by_length(
@@ -220,6 +220,11 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
     if TASKS[config.task].token_scored:  # Delétang et al.'s score, on the sets it covers (their test lengths)
         pairs = [pair for split in TOKEN_ACCURACY_SPLITS for pair in eval_sets[split].pairs[:n]]
         token_scored["token_accuracy"] = token_accuracy(module.model, pairs, module.vocab)
+    # CPU seconds only where the run trained on the CPU: a GPU's work is not the process's CPU time
+    on_cpu = trained_on is None or torch.device(trained_on).type == "cpu"
+    cpu_seconds = {"train_cpu_seconds": round(monitor.cpu_elapsed, 1) if on_cpu and monitor.cpu_elapsed is not None
+                   else None,
+                   "eval_cpu_seconds": round(time.process_time() - cpu_started, 1) if on_cpu else None}
     return {
         "schema": RESULTS_SCHEMA,
         "run_id": config.run_id(),
@@ -234,6 +239,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "plateau_rule": PLATEAU_RULE,
         "train_seconds": round(monitor.elapsed, 1),
         "eval_seconds": round(time.monotonic() - started, 1),
+        **cpu_seconds,  # the same, in the process's CPU time: the waits for a shared core left out (None: unknown)
         "selected_step": monitor.best["step"] if monitor.best else batches,
         "train_perplexity": monitor.best["train_perplexity"] if monitor.best else monitor.last_perplexity,
         "final_train_perplexity": monitor.last_perplexity,

@@ -55,6 +55,9 @@ class TrainingMonitor:
         self.best: dict | None = None  # {"step", "train_coarse", "train_fine", "train_perplexity"}
         self.perfect_streak = 0
         self.elapsed = 0.0  # wall seconds of training, summed over restarts
+        # The process's CPU seconds of training, summed over restarts: what a run cost where others shared its cores
+        # (wall time counts the waits too). None once unknown: resumed from a checkpoint that did not keep it.
+        self.cpu_elapsed: float | None = 0.0
         self.stop_reason: str | None = None  # "converged", "plateau" or "pruned" once stopped early (stopping.py)
         self.first_perplexity = math.nan  # the first window's: what pruning compares with
         # (batch, training perplexity) of every window closed: what the plateau rule judges (stopping.plateaued)
@@ -64,7 +67,7 @@ class TrainingMonitor:
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self.shown: dict[str, float] = {}  # the latest perplexity and accuracies, for a progress bar to show
         self.scored: dict = {}  # step -> (train, test) Scores of its evaluation, when the loop scored them already
-        self._since = time.monotonic()
+        self._since, self._cpu_since = time.monotonic(), time.process_time()
 
     @property
     def last_path(self) -> Path:
@@ -80,7 +83,7 @@ class TrainingMonitor:
         self._tick()
         return dict(window_nll=self.window_nll, window_tokens=self.window_tokens,
                     last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
-                    elapsed=self.elapsed, stop_reason=self.stop_reason, first_perplexity=self.first_perplexity,
+                    elapsed=self.elapsed, cpu_elapsed=self.cpu_elapsed, stop_reason=self.stop_reason, first_perplexity=self.first_perplexity,
                     windows=list(self.windows or []),
                     left_start_at=self.left_start_at, last_eval_step=self.last_eval_step, timings=list(self.timings))
 
@@ -89,6 +92,7 @@ class TrainingMonitor:
         for key in ("best_perplexity", "plateau_stall"):  # version 1 of the plateau rule's state
             state.pop(key, None)
         state.setdefault("windows", None)  # a checkpoint from before the log was kept: read back from metrics.csv
+        state.setdefault("cpu_elapsed", None)  # a checkpoint from before CPU time was kept: the run's is unknown
         if state.pop("stopped_early", False) and not state.get("stop_reason"):  # checkpoints before stop reasons
             state["stop_reason"] = "converged"
         for key, value in state.items():
@@ -97,22 +101,24 @@ class TrainingMonitor:
         if reopen.exists():  # a pruned or converged run continued on purpose: its stop no longer holds
             self.stop_reason, self.perfect_streak = None, 0
             reopen.unlink()
-        self._since = time.monotonic()
+        self._since, self._cpu_since = time.monotonic(), time.process_time()
 
     @property
     def stopped_early(self) -> bool:
         return self.stop_reason is not None
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now, cpu = time.monotonic(), time.process_time()
         self.elapsed += now - self._since
-        self._since = now
+        if self.cpu_elapsed is not None:
+            self.cpu_elapsed += cpu - self._cpu_since
+        self._since, self._cpu_since = now, cpu
 
     # -- hooks ------------------------------------------------------------------------------------------------------
 
     def on_train_start(self, step: int) -> None:
-        """Training (re)starts at batch ``step``: the clock runs from now."""
-        self._since = time.monotonic()
+        """Training (re)starts at batch ``step``: the clocks run from now."""
+        self._since, self._cpu_since = time.monotonic(), time.process_time()
         self.restore_windows(step)
 
     def on_train_batch_end(self, trainer, module, nll, tokens) -> None:
