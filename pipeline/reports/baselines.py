@@ -449,7 +449,8 @@ def write_baselines_report(sweep: SweepConfig, config_file: str | Path, runs_roo
                   "with its coarse / fine accuracy on the cached training-length and test-length sets; the top of "
                   "the longest band of source lengths up to which it is exact, every "
                   f"band from {FAR_BANDS[0][0]} on at coarse 1.00 (bands of 64 to {FAR_BANDS[-1][1]}, "
-                  "`pipeline/generalisation.py`); the CPU-hours of the cell's done runs (training and evaluation). "
+                  "`pipeline/generalisation.py`); the CPU-hours of the cell's done runs (training and evaluation; each "
+                  "run's process CPU time where it recorded it, else its wall time, as the compute line above says). "
                   "[CSV](cells.csv).", "", *cell_lines(cells), "", *cap_line(cells)]
     lines += memory_lines(cells)
     lines += deletang_lines(cells, scores, tasks, rows)
