@@ -522,10 +522,11 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
                                     machine="Other CPU, 16 usable cores, GPU H100", population=members)] * 4)
     line = compute_line(population, sweep)
     assert line.startswith("Compute: 0.1 hours over the 4 finished runs") and "its time over its members" in line
+    assert "training and evaluation, wall time)" in line  # a GPU's runs: their own time, no core shared to wait for
     assert "about 3 min of wall time" in line and "median ms a member-batch with 1 population(s) side by side: " \
         "2-layer LSTM 50." in line
     assert "member" not in compute_line(runs, sweep)  # single runs: as before
-    assert "wall time, which counts any wait for a shared core" in compute_line(runs, sweep)
+    assert "training and evaluation, wall time, which counts any wait for a shared core)" in compute_line(runs, sweep)
 
 
 def test_a_run_costs_its_cpu_seconds_where_it_recorded_them_and_its_wall_seconds_where_not(tmp_path):
@@ -543,11 +544,12 @@ def test_a_run_costs_its_cpu_seconds_where_it_recorded_them_and_its_wall_seconds
     assert run_seconds(pd.DataFrame([base])).tolist() == [3600.0]  # runs from before: no column at all
     line = compute_line(runs, sweep)
     assert line.startswith("Compute: 1.5 CPU-hours over the 2 finished runs")
-    assert ("the process's CPU time for 1 run, the wall time for the 1 that did not record it, which counts any wait "
-            "for a shared core") in line
+    assert ("training and evaluation: the process's CPU time for 1 run, the wall time for the 1 that did not record "
+            "it, which counts any wait for a shared core") in line
     assert "about 1.0 h of wall time" in line  # the wall time is still the wall time: 2 x 3600 / 2 workers
     line = compute_line(pd.DataFrame([timed, timed]), sweep)
-    assert line.startswith("Compute: 1.0 CPU-hours") and "(one thread each, the process's CPU time; training" in line
+    assert line.startswith("Compute: 1.0 CPU-hours")
+    assert "(one thread each; training and evaluation, the process's CPU time)" in line
 
 
 # -- issue 35, faults 1 and 5: everything checked before anything in a finished run's folder changes ----------------

@@ -588,17 +588,20 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     # How the seconds were measured: the process's CPU time where a run kept it; else its wall time, which counts the
     # waits too where processes outnumbered the cores (a probe beside a sweep).
     n_timed = int(timed.sum())
+    on_gpu = finished["machine"].str.contains("GPU", regex=False)
+    waits = ", which counts any wait for a shared core" if (~timed & ~on_gpu).any() else ""  # a GPU's: its own time
     if n_timed == len(finished):
-        each += ", the process's CPU time"
+        how = ", the process's CPU time"
     elif n_timed:
         rest = len(finished) - n_timed
-        each += (f"; the process's CPU time for {n_timed} run{'' if n_timed == 1 else 's'}, the wall time for the "
-                 f"{rest} that did not record it, which counts any wait for a shared core")
+        how = (f": the process's CPU time for {n_timed} run{'' if n_timed == 1 else 's'}, the wall time for the "
+               f"{rest} that did not record it{waits}")
     else:
-        each += "; wall time, which counts any wait for a shared core"
+        how = f", wall time{waits}"
     unit = "CPU-hours" if single else "hours"
     line = (f"Compute: {total:.1f} {unit} over the {len(finished)} finished runs ({each}; training and "
-            f"evaluation), about " + (f"{wall:.1f} h" if wall >= 0.1 else f"{wall * 60:.0f} min") + " of wall time")
+            f"evaluation{how}), about " + (f"{wall:.1f} h" if wall >= 0.1 else f"{wall * 60:.0f} min")
+            + " of wall time")
     if len(groups) == 1:
         line += f" with {groups[0][2]} worker(s){place(groups[0][3])}."
     else:

@@ -83,7 +83,8 @@ class TrainingMonitor:
         self._tick()
         return dict(window_nll=self.window_nll, window_tokens=self.window_tokens,
                     last_perplexity=self.last_perplexity, best=self.best, perfect_streak=self.perfect_streak,
-                    elapsed=self.elapsed, cpu_elapsed=self.cpu_elapsed, stop_reason=self.stop_reason, first_perplexity=self.first_perplexity,
+                    elapsed=self.elapsed, cpu_elapsed=self.cpu_elapsed, stop_reason=self.stop_reason,
+                    first_perplexity=self.first_perplexity,
                     windows=list(self.windows or []),
                     left_start_at=self.left_start_at, last_eval_step=self.last_eval_step, timings=list(self.timings))
 
