@@ -547,6 +547,7 @@ def test_a_run_costs_its_cpu_seconds_where_it_recorded_them_and_its_wall_seconds
     assert ("training and evaluation: the process's CPU time for 1 run, the wall time for the 1 that did not record "
             "it, which counts any wait for a shared core") in line
     assert "about 1.0 h of wall time" in line  # the wall time is still the wall time: 2 x 3600 / 2 workers
+    assert "Stack-LSTM 27000." in line  # the speed too: the median of 18,000 (CPU) and 36,000 (wall) ms a batch
     line = compute_line(pd.DataFrame([timed, timed]), sweep)
     assert line.startswith("Compute: 1.0 CPU-hours")
     assert "(one thread each; training and evaluation, the process's CPU time)" in line

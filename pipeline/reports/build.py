@@ -564,7 +564,9 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     finished = finished.assign(
         seconds=run_seconds(finished),
         wall_seconds=(finished["train_seconds"] + finished["eval_seconds"]) / members,
-        train_seconds=finished["train_seconds"] / members,
+        # training alone, for the speeds below: CPU seconds where the run recorded them, as its cost above
+        train_seconds=(finished["train_seconds"].where(~timed, finished.get("train_cpu_seconds")).astype(float)
+                       / members),
         # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
         workers=finished["workers"] if "workers" in finished else float("nan"),
         machine=finished["machine"].fillna("") if "machine" in finished else "")
