@@ -22,7 +22,7 @@ from pipeline.config import (
 )
 from pipeline.data.encoding import JointVocabulary, collate
 from pipeline.models import MODELS, PAPER_MODEL_NAMES, build_model, count_parameters
-from pipeline.models.jm_stack import JMStackLSTM, jm_stack_update
+from pipeline.models.jm_stack import ACTIONS, JMStackLSTM, jm_stack_update
 from pipeline.models.transformer import ENCODINGS, MAX_POSITIONS, MAX_SOURCE, RANDOM_RANGE
 from pipeline.tasks import get_task
 from pipeline.training.step import make_optimizer, take_step
@@ -392,6 +392,26 @@ def test_a_setting_only_another_model_uses_is_ignored():
     # an odd width, heads that do not divide it: what a Transformer could not be, and the Stack-LSTM never reads
     from_dict(RunConfig, {"model": {"name": "stack", "width": 9, "heads": 4}})
     from_dict(RunConfig, {"model": {"name": "transformer", "width": 9, "heads": 3, "positional_encoding": "none"}})
+
+
+def test_the_jm_stacks_push_bias_starts_its_push_and_changes_nothing_else():
+    plain, pushed = tiny("jm_stack"), tiny("jm_stack", push_bias=1.0)
+    push = ACTIONS.index("push")
+    for (name, a), (_, b) in zip(plain.state_dict().items(), pushed.state_dict().items()):
+        if name == "actions.bias":  # the push entry set, the others the seed's draw as without it
+            assert b[push] == 1.0 and a[push] != 1.0
+            assert torch.equal(torch.cat([a[:push], a[push + 1:]]), torch.cat([b[:push], b[push + 1:]]))
+        else:
+            assert torch.equal(a, b), name
+    inputs, _ = random_batch()
+    with torch.no_grad():
+        first = [model.step(inputs[:, 0], model.initial_state(3))[1].actions[:, push] for model in (plain, pushed)]
+    assert (first[1] > first[0] + 0.2).all()  # about 0.58 against a third
+    # a run with it is another run; the profile's runs (push_bias null, the JM stack's start) keep their ids
+    default = from_dict(RunConfig, {"model": {"name": "jm_stack"}})
+    assert default.resolved().model.push_bias is None
+    assert from_dict(RunConfig, {"model": {"name": "jm_stack", "push_bias": 1.0}}).run_id() != default.run_id()
+    assert from_dict(RunConfig, {"model": {"name": "jm_stack", "push_bias": None}}).run_id() == default.run_id()
 
 
 def test_the_baselines_are_beside_the_paper_and_keep_every_earlier_id():

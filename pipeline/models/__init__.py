@@ -132,8 +132,9 @@ register_model(memory_model("deque", "DeQue-LSTM", _kind("DeQue"), dict(color="#
 
 # -- modern baselines beside the paper (docs/models.md): not in its Tables 2 and 3 --------------------------------
 
-# Neither has the paper's push and pop signals: their starts leave every start bias at null (nn.Linear's), which they
-# ignore, so that a stored config says nothing they do not have.
+# Neither has the paper's push and pop signals: their starts leave every start bias at null (nn.Linear's), so that a
+# stored config says nothing they do not have. The Transformer ignores the start biases; the JM stack reads push_bias
+# alone, as its push action's initial bias (pipeline/models/jm_stack.py), and ignores the bottom biases.
 NO_START = dict.fromkeys(PUSH_START)
 
 
@@ -170,7 +171,8 @@ def _jm_stack(config: ModelConfig, input_size: int, output_size: int) -> Transdu
     from pipeline.models.jm_stack import JMStackLSTM
 
     return JMStackLSTM(input_size, output_size, config.hidden, config.embedding, width=config.memory_width,
-                       depth=config.stack_depth, read=config.stack_read, readout_width=config.readout_width)
+                       depth=config.stack_depth, read=config.stack_read, readout_width=config.readout_width,
+                       push_bias=config.push_bias)
 
 
 def _check_jm_stack(config: ModelConfig) -> str | None:

@@ -11,6 +11,8 @@ the memory gave at the step before), so that the two stacks are compared under o
     o_t = tanh(W_o h_t + b_o)           the network output (models.base)
 
 The stack starts empty (all zeros) and has a fixed depth (``model.stack_depth``): a push drops its bottom row.
+``model.push_bias``, where set, is the push action's initial bias (b_a's push entry; null, the default: nn.Linear's, so
+the three actions start near a third each), the Stack-LSTM's push bias in the JM stack's terms.
 
 The pushed value is tanh, where Joulin and Mikolov's is a sigmoid: the neural Stack's values are tanh (§3.4), so the
 two stacks hold values of one range, and an empty row (zero) is the middle of that range, as the neural Stack's read
@@ -71,13 +73,16 @@ class JMStackState:
 
 class JMStackLSTM(TransductionModel):
     def __init__(self, input_size: int, output_size: int, hidden: int, embedding: int, width: int, depth: int,
-                 read: int = 1, readout_width: int | None = None) -> None:
+                 read: int = 1, readout_width: int | None = None, push_bias: float | None = None) -> None:
         super().__init__(input_size, output_size, hidden, embedding, readout_width)
         if not 1 <= read <= depth:
             raise ValueError(f"the stack's read ({read} rows) must lie in [1, its depth ({depth})]")
         self.width, self.depth, self.read = width, depth, read
         self.controller = nn.LSTMCell(embedding + read * width, hidden)
         self.actions = nn.Linear(hidden, len(ACTIONS))  # A, b_a
+        if push_bias is not None:  # the push action's start (model.push_bias): P(push) starts near e^b / (e^b + 2)
+            with torch.no_grad():  # set after nn.Linear's draw, so that every other weight is the seed's as without
+                self.actions.bias[ACTIONS.index("push")] = push_bias
         self.value = nn.Linear(hidden, width)  # D, b_v
         self.h0 = nn.Parameter(0.1 * torch.randn(hidden))
         self.c0 = nn.Parameter(0.1 * torch.randn(hidden))
