@@ -4,8 +4,10 @@ reversal on 1 seed of 3"): how each seed used its stack, and its training perple
 Two steps. ``summarise`` reads the traces ``transduce inspect --format json`` wrote (one greedily decoded training
 sequence each, files named ``<label>-train-<index>.json``) and writes one row per traced sequence: the mean
 probability of push, pop and no-op over the steps that read the source (``<s>`` and the source) and over those of
-the target (from ``<|>`` on), and whether the decoded target was exact. ``figure`` draws that table beside the runs'
-training perplexity, from committed files only (the table, the profile's archived runs, the probes' own files):
+the target (from ``<|>`` on), and whether the decoded target was exact; the push-bias probe's rows (``pb<seed>``) read
+their checkpoint's batch from their results in ``jm-reversal-push/``. ``figure`` draws the rows of the JM stack's own
+start beside the runs' training perplexity, from committed files only (the table, the profile's archived runs, the
+probes' own files):
 
     python reports/baselines/probes/jm_reversal.py summarise /tmp/jmtr reports/baselines/probes/jm_reversal_actions.csv
     python reports/baselines/probes/jm_reversal.py figure reports/baselines/probes/jm_reversal.png
@@ -31,14 +33,17 @@ PROFILE = {0: "reversal-jm_stack-h256-lr0.001-s0-f5c2fa85", 1: "reversal-jm_stac
 STACK_LSTM = ["reversal-stack-h256-lr0.001-s0-4102dc31", "reversal-stack-h256-lr0.001-s1-2e1028fb",
               "reversal-stack-h256-lr0.001-s2-9571b22c"]
 CONTINUED = HERE / "rv-jm_stack-s0-to12k"  # the profile's s0, continued from its 4,000 to 12,000 batches
-# trace label -> (seed, the batch of the checkpoint traced, what it is)
+# trace label -> (seed, the batch of the checkpoint traced, what it is, model.push_bias)
 LABELS = {
-    **{f"e{s}-{n}": (s, n, "retrained, last checkpoint") for s in (0, 2) for n in (250, 500, 750, 1000)},
-    "s0at4k": (0, 4000, "the profile's run, its selected checkpoint"),
-    "s1": (1, 4000, "the profile's run, its selected checkpoint"),
-    "s2": (2, 1500, "the profile's run, its selected checkpoint"),
-    "p0-12k": (0, 10000, "continued to 12,000, its selected checkpoint"),
+    **{f"e{s}-{n}": (s, n, "retrained, last checkpoint", None) for s in (0, 2) for n in (250, 500, 750, 1000)},
+    "s0at4k": (0, 4000, "the profile's run, its selected checkpoint", None),
+    "s1": (1, 4000, "the profile's run, its selected checkpoint", None),
+    "s2": (2, 1500, "the profile's run, its selected checkpoint", None),
+    "p0-12k": (0, 10000, "continued to 12,000, its selected checkpoint", None),
+    # the push-bias probe (probes/jm-reversal-push): its runs' selected checkpoints (the batch: results.json's)
+    **{f"pb{s}": (s, None, "push bias +1, its selected checkpoint", 1.0) for s in range(4)},
 }
+PUSH = HERE / "jm-reversal-push"
 SEP = "<|>"
 COLORS = {0: "#d62728", 1: "#ff7f0e", 2: "#1f77b4"}
 
@@ -49,17 +54,20 @@ def summarise(traces: Path, out: Path) -> None:
         label, index = re.fullmatch(r"(.+)-train-(\d+)\.json", path.name).groups()
         if label not in LABELS:
             continue
-        seed, batch, what = LABELS[label]
+        seed, batch, what, push_bias = LABELS[label]
+        if batch is None:
+            batch = json.loads((PUSH / f"s{seed}" / "results.json").read_text())["selected_step"]
         trace = json.loads(path.read_text())
         steps = trace["steps"]
         sep = next(i for i, step in enumerate(steps) if step["token"] == SEP)
-        row = dict(seed=seed, batch=batch, checkpoint=what, index=int(index), source_length=trace["source_length"],
-                   exact=bool(trace["fully_correct"]))
+        row = dict(seed=seed, push_bias=push_bias, batch=batch, checkpoint=what, index=int(index),
+                   source_length=trace["source_length"], exact=bool(trace["fully_correct"]))
         for half, part in (("source", steps[:sep]), ("target", steps[sep:])):
             for action in ("push", "pop", "no-op"):
                 row[f"{half}_{action}"] = round(sum(s["actions"][action] for s in part) / len(part), 4)
         rows.append(row)
-    pd.DataFrame(rows).sort_values(["seed", "batch", "index"]).to_csv(out, index=False)
+    pd.DataFrame(rows).sort_values(["push_bias", "seed", "batch", "index"], na_position="first").to_csv(out,
+                                                                                                      index=False)
 
 
 def perplexity(folder: Path) -> pd.Series:
@@ -88,6 +96,7 @@ def figure(out: Path) -> None:
     left.legend(fontsize=8, frameon=False)
 
     table = pd.read_csv(TABLE)
+    table = table[table["push_bias"].isna()]  # the JM stack's own start (the push-bias probe: the study log's table)
     means = table.groupby(["seed", "batch"])[["source_push", "source_pop", "target_pop"]].mean().reset_index()
     for seed, part in means.groupby("seed"):
         c = COLORS[seed]
