@@ -542,16 +542,19 @@ def cpu_timed(finished: pd.DataFrame) -> pd.Series:
     return finished["train_cpu_seconds"].notna() & finished["eval_cpu_seconds"].notna()
 
 
-def run_seconds(finished: pd.DataFrame) -> pd.Series:
-    """What each finished run (rows of results) cost: its training and evaluation seconds, summed over restarts, its
-    share where it trained in a population (:func:`population_members`). The process's CPU seconds where the run
-    recorded them (:func:`cpu_timed`), else its wall seconds, which count the waits too where processes outnumbered
-    the cores."""
-    wall = finished["train_seconds"] + finished["eval_seconds"]
+def measured_seconds(finished: pd.DataFrame, part: str) -> pd.Series:
+    """Per finished run (rows of results), the seconds of ``part`` ("train" or "eval"), summed over restarts: the
+    process's CPU seconds where the run recorded them (:func:`cpu_timed`), else its wall seconds, which count the
+    waits too where processes outnumbered the cores."""
+    wall = finished[f"{part}_seconds"]
     timed = cpu_timed(finished)
-    if timed.any():
-        wall = wall.where(~timed, finished["train_cpu_seconds"] + finished["eval_cpu_seconds"])
-    return wall.astype(float) / population_members(finished)
+    return (wall.where(~timed, finished[f"{part}_cpu_seconds"]) if timed.any() else wall).astype(float)
+
+
+def run_seconds(finished: pd.DataFrame) -> pd.Series:
+    """What each finished run (rows of results) cost: its training and evaluation seconds (:func:`measured_seconds`),
+    its share where it trained in a population (:func:`population_members`)."""
+    return (measured_seconds(finished, "train") + measured_seconds(finished, "eval")) / population_members(finished)
 
 
 def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
@@ -564,9 +567,7 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     finished = finished.assign(
         seconds=run_seconds(finished),
         wall_seconds=(finished["train_seconds"] + finished["eval_seconds"]) / members,
-        # training alone, for the speeds below: CPU seconds where the run recorded them, as its cost above
-        train_seconds=(finished["train_seconds"].where(~timed, finished.get("train_cpu_seconds")).astype(float)
-                       / members),
+        train_seconds=measured_seconds(finished, "train") / members,  # for the speeds below, measured as the cost
         # the workers and machine the runs recorded (runs made before they did: the profile's workers, no machine)
         workers=finished["workers"] if "workers" in finished else float("nan"),
         machine=finished["machine"].fillna("") if "machine" in finished else "")

@@ -67,7 +67,7 @@ class TrainingMonitor:
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self.shown: dict[str, float] = {}  # the latest perplexity and accuracies, for a progress bar to show
         self.scored: dict = {}  # step -> (train, test) Scores of its evaluation, when the loop scored them already
-        self._since, self._cpu_since = time.monotonic(), time.process_time()
+        self._start_clocks()
 
     @property
     def last_path(self) -> Path:
@@ -102,11 +102,16 @@ class TrainingMonitor:
         if reopen.exists():  # a pruned or converged run continued on purpose: its stop no longer holds
             self.stop_reason, self.perfect_streak = None, 0
             reopen.unlink()
-        self._since, self._cpu_since = time.monotonic(), time.process_time()
+        self._start_clocks()
 
     @property
     def stopped_early(self) -> bool:
         return self.stop_reason is not None
+
+    def _start_clocks(self) -> None:
+        """The wall and CPU clocks of training run from now (what :meth:`_tick` adds to ``elapsed`` and
+        ``cpu_elapsed``)."""
+        self._since, self._cpu_since = time.monotonic(), time.process_time()
 
     def _tick(self) -> None:
         now, cpu = time.monotonic(), time.process_time()
@@ -119,7 +124,7 @@ class TrainingMonitor:
 
     def on_train_start(self, step: int) -> None:
         """Training (re)starts at batch ``step``: the clocks run from now."""
-        self._since, self._cpu_since = time.monotonic(), time.process_time()
+        self._start_clocks()
         self.restore_windows(step)
 
     def on_train_batch_end(self, trainer, module, nll, tokens) -> None:
