@@ -4,8 +4,14 @@ project's CPU machines and CI); run on a GPU machine with `pytest -m cuda`."""
 import pytest
 import torch
 
+# Imported here, not in the tests: CI collects this module without a GPU, so a name renamed elsewhere fails there
+from pipeline.bench import TrainingStep, cuda_peak_memory_mb, random_batch
+from pipeline.bench_population import population_of
 from pipeline.config import ModelConfig, RunConfig, from_dict
+from pipeline.inspection import inspect_run
 from pipeline.models import build_model
+from pipeline.training.population import CapturedStep, PopulationRMSprop, population_step
+from pipeline.training.run import evaluate_run, train
 
 pytestmark = pytest.mark.cuda  # skipped without a GPU (conftest.py)
 
@@ -17,8 +23,6 @@ def private_cache(cache_dir, monkeypatch):
 
 @pytest.mark.parametrize("name", ["lstm1", "stack", "deque"])
 def test_a_run_trains_and_evaluates_on_the_gpu(tmp_path, name):
-    from pipeline.training.run import evaluate_run, train
-
     config = from_dict(RunConfig, {"task": "reversal", "model": {"name": name, "hidden": 16, "memory_width": 8,
                                                                  "embedding": 8},
                                    "training": {"max_batches": 20, "eval_every": 10, "eval_size": 10,
@@ -45,16 +49,11 @@ def test_fused_equals_reference_on_the_gpu(name):
 
 
 def test_the_benchmark_step_runs_on_the_gpu():
-    from pipeline.bench import TrainingStep, cuda_peak_memory_mb
-
     TrainingStep("stack", 64, 20, device="cuda")()
     assert cuda_peak_memory_mb("stack", 64, 20) > 0
 
 
 def test_evaluation_and_inspection_run_on_the_gpu(tmp_path):
-    from pipeline.inspection import inspect_run
-    from pipeline.training.run import evaluate_run, train
-
     config = from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack", "hidden": 16, "memory_width": 8,
                                                                  "embedding": 8},
                                    "training": {"max_batches": 10, "eval_every": 10, "eval_size": 10,
@@ -73,9 +72,6 @@ def test_a_population_steps_on_the_gpu_as_on_the_cpu(model):
     """Issue 36: the population step on CUDA, in float64, equals the same step on the CPU (10 steps, 3 members)."""
     import copy
 
-    from pipeline.bench_population import member_batch, population_of
-    from pipeline.training.population import PopulationRMSprop, population_step
-
     torch.manual_seed(0)
     cpu_population, _ = population_of(model, 3, 16, torch.device("cpu"))
     gpu_population = copy.deepcopy(cpu_population).double().cuda()
@@ -83,7 +79,7 @@ def test_a_population_steps_on_the_gpu_as_on_the_cpu(model):
     cpu_optimizer = PopulationRMSprop(cpu_population.ordered_parameters(), [1e-3, 5e-3, 5e-4], 0.9, 1e-8)
     gpu_optimizer = PopulationRMSprop(gpu_population.ordered_parameters(), [1e-3, 5e-3, 5e-4], 0.9, 1e-8)
     for step in range(10):
-        batches = [member_batch(12, 3 * step + k) for k in range(3)]
+        batches = [random_batch(12, 3 * step + k) for k in range(3)]
         cpu_loss, _ = population_step(cpu_population, cpu_optimizer, batches, 1.0)
         gpu_loss, _ = population_step(gpu_population, gpu_optimizer, [b.to("cuda") for b in batches], 1.0)
         torch.testing.assert_close(gpu_loss.cpu(), cpu_loss, rtol=1e-9, atol=1e-12)
@@ -97,9 +93,6 @@ def test_a_captured_population_step_replays_the_eager_step(model):
     they were) and replayed on new batches equals the eager step at the same static length, in float64."""
     import copy
 
-    from pipeline.bench_population import member_batch, population_of
-    from pipeline.training.population import CapturedStep, PopulationRMSprop, population_step
-
     torch.manual_seed(0)
     eager, _ = population_of(model, 3, 16, torch.device("cuda"))
     eager.double()
@@ -112,7 +105,7 @@ def test_a_captured_population_step_replays_the_eager_step(model):
     for mine, theirs in zip(graphed.ordered_parameters(), eager.ordered_parameters()):
         assert torch.equal(mine, theirs)  # the warm-up changed nothing
     for k in range(10):
-        batches = [member_batch(12 + k % 4, 3 * k + m) for m in range(3)]
+        batches = [random_batch(12 + k % 4, 3 * k + m) for m in range(3)]
         want, _ = population_step(eager, eager_optimizer, [b.to("cuda") for b in batches], 1.0, length=16)
         got, _ = step(batches)
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)
