@@ -67,7 +67,7 @@ def test_evaluation_and_inspection_run_on_the_gpu(tmp_path):
     assert len(trace.strengths) == len(trace.tokens)
 
 
-@pytest.mark.parametrize("model", ["lstm2", "lstm4", "deque"])
+@pytest.mark.parametrize("model", ["lstm2", "lstm4", "deque", "jm_stack", "transformer"])
 def test_a_population_steps_on_the_gpu_as_on_the_cpu(model):
     """Issue 36: the population step on CUDA, in float64, equals the same step on the CPU (10 steps, 3 members)."""
     import copy
@@ -87,7 +87,7 @@ def test_a_population_steps_on_the_gpu_as_on_the_cpu(model):
         torch.testing.assert_close(mine.detach().cpu(), theirs.detach(), rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("model", ["lstm2", "lstm8", "deque"])
+@pytest.mark.parametrize("model", ["lstm2", "lstm8", "deque", "jm_stack", "transformer"])
 def test_a_captured_population_step_replays_the_eager_step(model):
     """Issue 36: the step captured as a CUDA graph (warm-up and capture leave every parameter and RMSProp state as
     they were) and replayed on new batches equals the eager step at the same static length, in float64."""

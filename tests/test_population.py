@@ -10,17 +10,33 @@ import torch.nn.functional as F
 from pipeline.config import RunConfig, from_dict, to_dict
 from pipeline.data.encoding import IGNORE_INDEX
 from pipeline.data.stream import TrainingBatches
+from pipeline.models import MODELS, unstackable
 from pipeline.training.module import TransductionModule
-from pipeline.training.population import PopulationLSTM, PopulationMemoryLSTM, PopulationRMSprop, population_step
+from pipeline.training.population import PopulationRMSprop, population_step
 
 STEPS = 50
 
 
+# The baselines beside the paper at tiny sizes: a Transformer of two blocks (width 8, two heads) under each encoding
+# that can be stacked, and a JM stack shallower than the longest sequence (its bottom drops) that reads two rows.
+BASELINES = {"transformer": {"layers": 2, "heads": 2, "width": 8, "feedforward": 16},
+             "jm_stack": {"stack_depth": 9, "stack_read": 2}}
+
+
 def member_config(task, seed, lr, model, clip_mode="norm"):
     name = f"lstm{model}" if isinstance(model, int) else model
-    return from_dict(RunConfig, {"task": task, "model": {"name": name, "hidden": 12, "embedding": 6, "memory_width": 5},
+    name, _, encoding = name.partition(":")  # "transformer:learned": the Transformer with learned positions
+    settings = {"name": name, "hidden": 12, "embedding": 6, "memory_width": 5, **BASELINES.get(name, {})}
+    if encoding:
+        settings["positional_encoding"] = encoding
+    return from_dict(RunConfig, {"task": task, "model": settings,
                                  "training": {"seed": seed, "lr": lr, "clip_mode": clip_mode, "clip": 0.05},
                                  "tracking": {"wandb": "off"}})
+
+
+def population_of(model, modules, vocab=None):
+    """The stacked population of ``modules`` as the engine makes it: the registry entry's class."""
+    return MODELS[member_config("copy", 0, 1e-3, model).model.name].population_class()(modules, vocab)
 
 
 def single_run(config, dtype=torch.float64):
@@ -56,12 +72,14 @@ def train_alone(config, steps, dtype=torch.float64):
 
 
 @pytest.mark.parametrize("model,clip_mode", [(1, "norm"), (2, "norm"), (4, "norm"), (8, "norm"), ("stack", "norm"),
-                                             ("queue", "norm"), ("deque", "norm"), (2, "value"), ("stack", "value")])
+                                             ("queue", "norm"), ("deque", "norm"), (2, "value"), ("stack", "value"),
+                                             ("jm_stack", "norm"), ("transformer:sinusoidal", "norm"),
+                                             ("transformer:learned", "norm"), ("transformer:none", "value")])
 def test_every_member_equals_its_run_trained_alone(model, clip_mode):
     configs = [member_config("copy", 3, 1e-3, model, clip_mode), member_config("reversal", 7, 5e-3, model, clip_mode),
                member_config("bigram_flip", 11, 5e-4, model, clip_mode)]
     singles = [single_run(c) for c in configs]
-    population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    population = population_of(model, [m.model for m, _ in singles])
     assert_members_equal_their_runs_alone(population, configs, singles, STEPS, clip_mode)
 
 
@@ -90,7 +108,7 @@ def assert_members_equal_their_runs_alone(population, configs, singles, steps, c
     return optimizer, alone_runs
 
 
-@pytest.mark.parametrize("model", [2, "stack"])
+@pytest.mark.parametrize("model", [2, "stack", "jm_stack", "transformer:learned"])
 def test_members_of_other_vocabularies_padded_to_the_largest_equal_their_runs_alone(model):
     """A synthetic task's run (259 input, 129 output ids), an SVO->SOV run and a gender run (their grammars' own)
     stacked as one model: the vocabularies are padded to the largest and the padding's logits masked, and every member
@@ -107,8 +125,7 @@ def test_members_of_other_vocabularies_padded_to_the_largest_equal_their_runs_al
     singles = [single_run(c) for c in configs]
     sizes = [(m.model.input_size, m.model.output_size) for m, _ in singles]
     assert len(set(sizes)) == 3
-    kind = PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM
-    population = kind([m.model for m, _ in singles])
+    population = population_of(model, [m.model for m, _ in singles])
     assert population.padded and population.vocab == (max(i for i, _ in sizes), max(o for _, o in sizes))
     optimizer, alone_runs = assert_members_equal_their_runs_alone(population, configs, singles, STEPS // 2)
     for k, (trained, _) in enumerate(alone_runs):
@@ -146,7 +163,32 @@ def test_members_clip_by_their_own_norm_or_values_and_a_mixed_population_is_refu
     small, large = (single_run(member_config("copy", 0, 1e-3, 1))[0].model,
                     single_run(member_config("copy", 0, 1e-3, 2))[0].model)
     with pytest.raises(ValueError, match="same architecture \\(vocabularies aside\\)"):
-        PopulationLSTM([small, large])
+        population_of(1, [small, large])
+
+
+def test_the_baselines_stack_where_they_can_and_a_population_they_cannot_form_is_refused(tmp_path):
+    """The Transformer under a randomised encoding draws each member's positions on the host at every batch: it is
+    refused as a batched population, by name, before any work (check_population) and by the class itself; members
+    that differ in what no parameter's shape shows (a JM stack's depth, a Transformer's encoding or heads) are
+    refused too. Every other model of the registry can be stacked."""
+    from pipeline.config import ConfigError
+    from pipeline.training.run import check_population
+
+    assert [name for name in MODELS if unstackable(member_config("copy", 0, 1e-3, name).model)] == []
+    randomised = member_config("copy", 0, 1e-3, "transformer:randomised")
+    assert "randomised positional encoding" in unstackable(randomised.model)
+    with pytest.raises(ConfigError, match="cannot be stacked as one batched population \\(a randomised"):
+        check_population([randomised], [tmp_path / "r"], batched=True)
+    check_population([randomised], [tmp_path / "r"], batched=False)  # one member after another: fine
+    with pytest.raises(ValueError, match="randomised positional encoding cannot be stacked"):
+        population_of("transformer", [single_run(randomised)[0].model])
+    pairs = [("jm_stack", {"stack_depth": 8}), ("transformer:learned", {"positional_encoding": "none"}),
+             ("transformer", {"heads": 4})]
+    for model, change in pairs:
+        config = member_config("copy", 0, 1e-3, model)
+        other = from_dict(RunConfig, {**to_dict(config), "model": {**to_dict(config)["model"], **change}})
+        with pytest.raises(ValueError, match="every member of a population must have the same"):
+            population_of(model, [single_run(config)[0].model, single_run(other)[0].model])
 
 
 def test_the_reference_loop_is_what_train_does(tmp_path, cache_dir, monkeypatch):
@@ -287,7 +329,7 @@ def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs
     assert "| Stack-LSTM | 256 | 75 |" in lines and "Not projected (no step time measured): deque" in lines
 
 
-@pytest.mark.parametrize("model", [2, "deque"])
+@pytest.mark.parametrize("model", [2, "deque", "jm_stack", "transformer:sinusoidal"])
 def test_the_captured_steps_bookkeeping_equals_the_step_off_a_gpu(model):
     """CapturedStep on a CPU (nothing captured: its static tensors stepped eagerly) equals population_step at the
     same static length, in float64: the batches copied in, the token counts, the gradients cleared each step. The
@@ -299,7 +341,7 @@ def test_the_captured_steps_bookkeeping_equals_the_step_off_a_gpu(model):
     configs = [member_config("copy", 3, 1e-3, model), member_config("reversal", 7, 5e-3, model),
                member_config("bigram_flip", 11, 5e-4, model)]
     singles = [single_run(c) for c in configs]
-    population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    population = population_of(model, [m.model for m, _ in singles])
     twin = copy.deepcopy(population)
     t = configs[0].training
     rates = [c.training.lr for c in configs]
@@ -317,7 +359,7 @@ def test_the_captured_steps_bookkeeping_equals_the_step_off_a_gpu(model):
         torch.testing.assert_close(mine.detach(), theirs.detach(), rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("model", [2, "stack"])
+@pytest.mark.parametrize("model", [2, "stack", "jm_stack", "transformer:none"])
 def test_a_population_scored_in_one_stacked_pass_scores_each_member_as_its_own_model_would(model, monkeypatch):
     """evaluate_population (a batched population's evaluations, one stacked pass per chunk) gives every member the
     logits and correct prefixes that evaluate gives the member's own model, in float64: three members that differ in
@@ -350,7 +392,7 @@ def test_a_population_scored_in_one_stacked_pass_scores_each_member_as_its_own_m
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-    population = (PopulationLSTM if isinstance(model, int) else PopulationMemoryLSTM)([m.model for m, _ in singles])
+    population = population_of(model, [m.model for m, _ in singles])
     pairs = [m.task.sample_batch(np.random.default_rng(k), "train", 60) for k, (m, _) in enumerate(singles)]
     vocabs = [m.vocab for m, _ in singles]
     together = evaluate_population(population, pairs, vocabs)

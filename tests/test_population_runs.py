@@ -71,7 +71,7 @@ def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_
         assert result["batches"] == expected["batches"] == config.training.max_batches
 
 
-@pytest.mark.parametrize("model", ["lstm1", "stack"])
+@pytest.mark.parametrize("model", ["lstm1", "stack", "transformer", pytest.param("jm_stack", marks=pytest.mark.slow)])
 def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
     """200 batches in float32, three members that differ in task, seed, learning rate and budget, two at a time (the
     second leaves at 120 and the third takes its place): each member's metrics.csv rows equal its single run's

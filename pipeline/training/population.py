@@ -12,6 +12,9 @@ training").
   batched-over-members form (cuDNN has no vmap rule), so each layer is an explicit cell whose gate products are
   batched matrix products (``torch.baddbmm``), in ``nn.LSTM``'s gate order (i, f, g, o); a deep LSTM's layers step
   together on anti-diagonals (:class:`WavefrontLSTM`).
+* :class:`PopulationJMStack` and :class:`PopulationTransformer`: the two baselines beside the paper
+  (``docs/models.md``), stacked alike; a Transformer with randomised positions is not (its positions are drawn on the
+  host for every batch, which a captured step cannot replay).
 * :class:`PopulationRMSprop`: ``torch.optim.RMSprop`` with a learning rate per member.
 * :func:`population_step` and :class:`CapturedStep`: the stacked form of the training step
   (:func:`pipeline.training.step.update`), eager or replayed as a CUDA graph. Members may differ in seed, learning rate
@@ -29,7 +32,9 @@ from torch import Tensor, nn
 
 from pipeline.data.encoding import IGNORE_INDEX, Batch
 from pipeline.models.deep_lstm import DeepLSTM
+from pipeline.models.jm_stack import JMStackLSTM, jm_stack_update
 from pipeline.models.memory_lstm import MemoryLSTM
+from pipeline.models.transformer import Transformer, sinusoids
 from pipeline.training.step import update
 
 # The parameters whose first dimension is a vocabulary: the input ids' embedding, the output ids' logits.
@@ -313,6 +318,89 @@ class PopulationMemoryLSTM(Population):
                                                u.reshape(P * B, -1)).reshape(P, B, -1)
             outputs.append(h)
         return self.readout(torch.stack(outputs, dim=2))
+
+
+class PopulationJMStack(Population):
+    """P :class:`~pipeline.models.jm_stack.JMStackLSTM` members: the controller cell and the action and value heads
+    per member, batched; the stack, which has no weights, one stack of P·B rows stepped by
+    :func:`~pipeline.models.jm_stack.jm_stack_update`, its rows kept as the single model keeps them (only those a step
+    can have reached and a later read can still reach, which leaves every kept row's value as it is)."""
+
+    def __init__(self, members: list[JMStackLSTM], vocab: tuple[int, int] | None = None) -> None:
+        super().__init__(members, vocab)
+        if len({m.depth for m in members}) != 1:  # the depth is no parameter's shape: checked here
+            raise ValueError("every member of a population must have the same stack depth")
+        self.width, self.depth, self.read = members[0].width, members[0].depth, members[0].read
+
+    def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits (P, B, L, V_out) for input ids (P, B, L). Right padding needs no mask: it comes
+        after every real position of its row, and the model reads left to right (as the single model)."""
+        P, B, L = inputs.shape
+        x = self.embed(inputs)
+        w_ih, w_hh = self.member("controller.weight_ih"), self.member("controller.weight_hh")
+        bias = self.member("controller.bias_ih") + self.member("controller.bias_hh")
+        h = self.member("h0").unsqueeze(1).expand(P, B, -1)
+        c = self.member("c0").unsqueeze(1).expand(P, B, -1)
+        stack = x.new_zeros(P * B, self.read, self.width)  # empty: the rows the first step reads
+        outputs = []
+        for t, x_t in enumerate(x.unbind(2)):
+            top = stack[:, : self.read].reshape(P, B, -1)
+            gates = torch.baddbmm(torch.baddbmm(bias.unsqueeze(1), torch.cat([x_t, top], dim=-1),
+                                                w_ih.transpose(1, 2)), h, w_hh.transpose(1, 2))
+            h, c = self.cell(gates, c)
+            actions = torch.softmax(self.linear(h, "actions"), dim=-1)
+            value = torch.tanh(self.linear(h, "value"))
+            if stack.shape[1] < self.depth:  # one more row can be reached this step
+                stack = F.pad(stack, (0, 0, 0, 1))
+            stack = jm_stack_update(stack, actions.reshape(P * B, -1), value.reshape(P * B, -1))
+            stack = stack[:, : max(self.read, self.read + L - 2 - t)]  # the rows a later read can reach
+            outputs.append(h)
+        return self.readout(torch.stack(outputs, dim=2))
+
+
+class PopulationTransformer(Population):
+    """P :class:`~pipeline.models.transformer.Transformer` members (one positional encoding; not ``randomised``,
+    whose positions each member draws on the host at every batch: ``pipeline.models.unstackable``): every linear
+    layer a batched product, each LayerNorm's scale and shift per member, and the attention of the P·B sequences in
+    one causal call."""
+
+    def __init__(self, members: list[Transformer], vocab: tuple[int, int] | None = None) -> None:
+        super().__init__(members, vocab)
+        first = members[0]
+        if {(m.positional_encoding, len(m.blocks), m.blocks[0].heads) for m in members} != \
+                {(first.positional_encoding, len(first.blocks), first.blocks[0].heads)}:
+            raise ValueError("every member of a population must have the same positional encoding and heads")
+        if first.randomised:
+            raise ValueError("a randomised positional encoding cannot be stacked: each member draws its positions "
+                             "on the host at every batch")
+        self.encoding, self.layers, self.heads, self.width = (first.positional_encoding, len(first.blocks),
+                                                              first.blocks[0].heads, first.width)
+
+    def norm(self, x: Tensor, name: str) -> Tensor:
+        """``nn.LayerNorm`` ``name`` per member: x (P, N, d)."""
+        x = F.layer_norm(x, (x.shape[-1],))
+        return x * self.member(f"{name}.weight").unsqueeze(1) + self.member(f"{name}.bias").unsqueeze(1)
+
+    def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits (P, B, L, V_out) for input ids (P, B, L). Causality is the only mask, as in the
+        single model: right padding comes after every real position of its row."""
+        P, B, L = inputs.shape
+        d, heads = self.width, self.heads
+        x = self.linear(self.embed(inputs).reshape(P, B * L, -1), "project").reshape(P, B, L, d)
+        if self.encoding == "sinusoidal":
+            x = x + sinusoids(torch.arange(L, device=x.device), d, x.dtype)
+        elif self.encoding == "learned":
+            x = x + self.member("position_table.weight")[:, :L].unsqueeze(1)
+        x = x.reshape(P, B * L, d)
+        for i in range(self.layers):
+            block = f"blocks.{i}"
+            q, k, v = (z.reshape(P * B, L, heads, -1).transpose(1, 2)
+                       for z in self.linear(self.norm(x, f"{block}.attention_norm"), f"{block}.qkv").chunk(3, dim=-1))
+            attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (P·B, heads, L, d / heads)
+            x = x + self.linear(attended.transpose(1, 2).reshape(P, B * L, d), f"{block}.out")
+            hidden = torch.relu(self.linear(self.norm(x, f"{block}.feedforward_norm"), f"{block}.feedforward.0"))
+            x = x + self.linear(hidden, f"{block}.feedforward.2")
+        return self.readout(self.norm(x, "norm").reshape(P, B, L, d))
 
 
 def stack_batches(batches: list[Batch], length: int | None = None) -> tuple[Tensor, Tensor, Tensor]:

@@ -25,7 +25,7 @@ import torch
 from pipeline.config import INITIAL_VALUES, ConfigError, RunConfig, model_settings
 from pipeline.data.cache import load_eval_set
 from pipeline.evaluation import coarse_accuracy, evaluate, fine_accuracy, greedy_correct_prefix
-from pipeline.models import MODELS
+from pipeline.models import unstackable
 from pipeline.paths import RUNS_DIR
 from pipeline.provenance import check_committed
 from pipeline.rundir import RunDir
@@ -92,9 +92,10 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bo
                           f"{len(run_dirs)} directories")
     for config in configs:
         config.validate()
-        if batched and not MODELS[config.model.name].stackable:  # population.py stacks the paper's models only
-            raise ConfigError(f"{config.run_id()}: model {config.model.name!r} cannot be stacked as one batched "
-                              "population; train its runs on their own, or one member after another (batched=False)")
+        why = unstackable(config.model) if batched else None
+        if why is not None:
+            raise ConfigError(f"{config.run_id()}: cannot be stacked as one batched population ({why}); train its "
+                              "runs on their own, or one member after another (batched=False)")
         heard_from = config.model.probes.bottom_read_heard_from
         if batched and heard_from is not None:  # its mask follows each run's batch count
             raise ConfigError(f"{config.run_id()}: model.probes.bottom_read_heard_from ({heard_from}) is not "
@@ -141,7 +142,7 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
         raise ConfigError(f"a population's width must be at least 1, got {width!r}")
     device = resolve_device(accelerator)
     if batched is None:  # a GPU's way, where the model can be stacked (else one member after another)
-        batched = device.type == "cuda" and all(MODELS[c.model.name].stackable for c in configs)
+        batched = device.type == "cuda" and all(unstackable(c.model) is None for c in configs)
     check_population(configs, run_dirs, batched)
     length = static_length() if batched and (device.type == "cuda" if static_shapes is None else static_shapes) \
         else None
