@@ -304,7 +304,33 @@ def test_the_population_bench_measures_each_hidden_size_it_is_given(tmp_path):
     assert out.exit_code == 2 and "--hidden 0: must be a width in 1-8,192" in out.output
     out = CliRunner().invoke(app, ["bench", "--population", "--size", "2000", "--out", str(tmp_path / "x")])
     assert out.exit_code == 2 and "--size 2000: must be a population size in 1-1,024" in out.output
+    out = CliRunner().invoke(app, ["bench", "--population", "--model", "gru", "--out", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "--model gru: must be a model that stacks as a population, one of lstm1" in out.output
     assert not (tmp_path / "x").exists()
+
+
+def test_the_population_bench_measures_the_baselines_it_is_asked_for(tmp_path, monkeypatch):
+    """``bench --population --model``: the baselines' populations (the JM stack's, the Transformer's) measured, one
+    record per size, and the command that asked for them named in the report."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import pipeline.bench_population
+    from pipeline.cli import app
+
+    real = pipeline.bench_population.run_population_benchmark
+    short = lambda *args, **kwargs: real(*args, **{**kwargs, "steps": 7})  # noqa: E731 (7 positions: a quick bench)
+    monkeypatch.setattr(pipeline.bench_population, "run_population_benchmark", short)
+    out = CliRunner().invoke(app, ["bench", "--population", "--model", "jm_stack", "--model", "transformer",
+                                   "--hidden", "8", "--size", "1", "--size", "2", "--out", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    records = json.loads((tmp_path / "bench-population.json").read_text())
+    assert [(r["model"], r["population"]) for r in records if r["mode"] == "batched"] == [
+        ("jm_stack", 1), ("jm_stack", 2), ("transformer", 1), ("transformer", 2)]
+    text = (tmp_path / "bench-population.md").read_text()
+    assert "| JM Stack-LSTM | 8 |" in text and "| Transformer | 8 |" in text
+    assert "--model jm_stack --model transformer" in text
 
 
 def test_the_projection_counts_successive_halvings_whole_budget_and_the_cpu_runs_mean(tmp_path):

@@ -71,6 +71,8 @@ def bench(
                                      "256), repeated for several (--hidden 256 --hidden 512)."),
     sizes: list[int] = typer.Option(None, "--size", help="With --population: a population size to measure (default "
                                     "1, 16, 64 and 256), repeated for several (--size 1 --size 5 --size 64)."),
+    models: list[str] = typer.Option(None, "--model", help="With --population: a model to measure (default the "
+                                     "paper's seven), repeated for several (--model jm_stack --model transformer)."),
 ) -> None:
     """Time and memory of a training batch of each model beside a plain nn.LSTM; writes reports/bench.{md,json}."""
     from pipeline.bench import DEFAULT_ROUNDS, run_benchmark, write_profile
@@ -88,18 +90,28 @@ def bench(
         for size in sizes or ():
             if not 1 <= size <= MAX_POPULATION:
                 fail(f"--size {size}: must be a population size in 1-{MAX_POPULATION:,}")
+        from pipeline.bench_population import POPULATION_MODELS
+        from pipeline.models import MODELS
+
+        stacked = [name for name, entry in MODELS.items() if entry.population is not None]
+        for name in models or ():
+            if name not in stacked:
+                fail(f"--model {name}: must be a model that stacks as a population, one of {', '.join(stacked)}")
         command = ("transduce bench --population" + (" --profile" if profile else "")
                    + (f" --device {device}" if device != "cpu" else "")
                    + "".join(f" --hidden {width}" for width in hidden or ())
-                   + "".join(f" --size {size}" for size in sizes or ()))
+                   + "".join(f" --size {size}" for size in sizes or ())
+                   + "".join(f" --model {name}" for name in models or ()))
+        chosen = tuple(dict.fromkeys(models)) if models else POPULATION_MODELS
         if profile:
             from pipeline.bench_population import profile_population
 
-            path = profile_population(device, out, size=max(sizes) if sizes else 64,
+            path = profile_population(device, out, models=chosen, size=max(sizes) if sizes else 64,
                                       hidden=hidden[0] if hidden else HIDDEN, echo=typer.echo, command=command)
             typer.echo(f"wrote {path}")
             return
-        readme = run_population_benchmark(device, out, sizes=tuple(sorted(set(sizes))) if sizes else SIZES,
+        readme = run_population_benchmark(device, out, models=chosen,
+                                          sizes=tuple(sorted(set(sizes))) if sizes else SIZES,
                                           hidden=tuple(dict.fromkeys(hidden)) if hidden else HIDDEN, echo=typer.echo,
                                           command=command)
         typer.echo(f"wrote {readme}")
