@@ -49,8 +49,8 @@ class ModelEntry:
     # The class of pipeline.training.population that stacks P of it as one model (a batched population, a GPU's way),
     # by name (that module imports torch), or None: its runs train alone, or in a population one member after another
     population: str | None = None
-    # Where only some of its settings can be stacked: the reason a config's cannot, or None (see stackable())
-    unstackable: Callable[[ModelConfig], str | None] | None = None
+    # Where only some of its settings can be stacked: the reason a config's cannot, or None (read by unstackable())
+    cannot_stack: Callable[[ModelConfig], str | None] | None = None
     # What the architecture asks of its settings together (ModelConfig.validate raises it before any compute): the
     # text of the first problem, starting with the key it names, or None. Written beside the entry, not in the model's
     # module, so that validation imports no torch.
@@ -199,7 +199,7 @@ def _check_jm_stack(config: ModelConfig) -> str | None:
 register_model(ModelEntry("transformer", "Transformer", _transformer, dict(color="#9467bd", ls=(0, (4, 1, 1, 1)),
                                                                           marker="P"),
                           start=NO_START, paper=False, check=_check_transformer, population="PopulationTransformer",
-                          unstackable=_unstackable_transformer))
+                          cannot_stack=_unstackable_transformer))
 register_model(ModelEntry("jm_stack", "JM Stack-LSTM", _jm_stack, dict(color="#8c564b", ls=(0, (1, 2)), marker="X"),
                           start=NO_START, paper=False, check=_check_jm_stack, population="PopulationJMStack"))
 
@@ -214,7 +214,7 @@ def unstackable(config: ModelConfig) -> str | None:
     entry = MODELS[config.name]
     if entry.population is None:
         return f"model {config.name!r} has no batched population"
-    return entry.unstackable(config) if entry.unstackable is not None else None
+    return entry.cannot_stack(config) if entry.cannot_stack is not None else None
 
 
 def memory_of(name: str) -> MemoryKind | None:
