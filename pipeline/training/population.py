@@ -18,7 +18,7 @@ training").
 * :class:`PopulationRMSprop`: ``torch.optim.RMSprop`` with a learning rate per member.
 * :func:`population_step` and :class:`CapturedStep`: the stacked form of the training step
   (:func:`pipeline.training.step.update`), eager or replayed as a CUDA graph. Members may differ in seed, learning rate
-  and task (tasks with one vocabulary); each member's batches are its own stream's, padded to the longest.
+  and task (vocabularies padded, as above); each member's batches are its own stream's, padded to the longest.
 
 ``tests/test_population.py`` checks in float64 that every member after 50 steps equals the same run trained alone
 (loss, every parameter, RMSProp's state, to 1e-9), in both clip modes. ``pipeline.training.engine`` trains with it.
