@@ -61,6 +61,16 @@ def jm_stack_update(stack: Tensor, actions: Tensor, value: Tensor) -> Tensor:
     return push * pushed + pop * popped + noop * stack
 
 
+def step_stack(stack: Tensor, actions: Tensor, value: Tensor, depth: int, keep: int | None) -> Tensor:
+    """One step of a stack kept to the rows that matter (the module's docstring): one row deeper while it is short of
+    ``depth`` (a push can reach one more), :func:`jm_stack_update`, then its top ``keep`` rows only (those a later read
+    can reach; None: all)."""
+    if stack.shape[1] < depth:
+        stack = F.pad(stack, (0, 0, 0, 1))
+    stack = jm_stack_update(stack, actions, value)
+    return stack if keep is None else stack[:, :keep]
+
+
 @dataclass
 class JMStackState:
     h: Tensor  # (B, H)
@@ -105,12 +115,9 @@ class JMStackLSTM(TransductionModel):
         top = state.stack[:, : self.read].flatten(1)
         h, c = self.controller(torch.cat([x, top], dim=-1), (state.h, state.c))
         actions = torch.softmax(self.actions(h), dim=-1)
-        stack = state.stack
-        if stack.shape[1] < self.depth:  # one more row can be reached this step (a push moves every row down)
-            stack = F.pad(stack, (0, 0, 0, 1))
-        stack = jm_stack_update(stack, actions, torch.tanh(self.value(h)))
-        if state.horizon is not None:  # the rows of s_t a later read can reach: the last read is of s_{horizon-2}
-            stack = stack[:, : max(self.read, self.read + state.horizon - 2 - t)]
+        # the rows of s_t a later read can reach: the last read is of s_{horizon-2}
+        keep = None if state.horizon is None else max(self.read, self.read + state.horizon - 2 - t)
+        stack = step_stack(state.stack, actions, torch.tanh(self.value(h)), self.depth, keep)
         return h, JMStackState(h, c, stack, actions, t + 1, state.horizon)
 
     def step(self, tokens: Tensor, state: JMStackState) -> tuple[Tensor, JMStackState]:

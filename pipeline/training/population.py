@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from pipeline.data.encoding import IGNORE_INDEX, Batch
 from pipeline.models.deep_lstm import DeepLSTM
-from pipeline.models.jm_stack import JMStackLSTM, jm_stack_update
+from pipeline.models.jm_stack import JMStackLSTM, step_stack
 from pipeline.models.memory_lstm import MemoryLSTM
 from pipeline.models.transformer import Transformer, sinusoids
 from pipeline.training.step import update
@@ -140,6 +140,19 @@ class Population(nn.Module):
         if self.padded:  # another member's output ids: never predicted, no gradient (exp of the lowest float is 0)
             logits = logits.masked_fill(~self.output_live[:, None, None, :], torch.finfo(logits.dtype).min)
         return logits
+
+    def controller(self, batch: int):
+        """The members' ``nn.LSTMCell`` called ``controller`` (the memory models' and the JM stack's), batched: its
+        start (h_0, c_0), each (P, batch, H), and its step ``(input, h, c) -> (h, c)``, the weights read once."""
+        w_ih = self.member("controller.weight_ih").transpose(1, 2)
+        w_hh = self.member("controller.weight_hh").transpose(1, 2)
+        bias = (self.member("controller.bias_ih") + self.member("controller.bias_hh")).unsqueeze(1)
+
+        def step(controller_in: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+            return self.cell(torch.baddbmm(torch.baddbmm(bias, controller_in, w_ih), h, w_hh), c)
+
+        h0, c0 = (self.member(name).unsqueeze(1).expand(self.size, batch, -1) for name in ("h0", "c0"))
+        return h0, c0, step
 
     @staticmethod
     def cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
@@ -296,20 +309,14 @@ class PopulationMemoryLSTM(Population):
         P, B, L = inputs.shape
         x = self.embed(inputs)
         live = (torch.arange(L, device=lengths.device) < lengths.unsqueeze(-1)).to(x.dtype)  # (P, B, L)
-        w_ih, w_hh = self.member("controller.weight_ih"), self.member("controller.weight_hh")
-        bias = self.member("controller.bias_ih") + self.member("controller.bias_hh")
-        h = self.member("h0").unsqueeze(1).expand(P, B, -1)
-        c = self.member("c0").unsqueeze(1).expand(P, B, -1)
+        h, c, controller = self.controller(B)
         memory = self.memory.new_memory(P * B, self.memory_width, capacity=L)
         reads = x.new_zeros(P, B, self.memory.reads * self.memory_width)
         e = self.ends
         outputs = []
         inputs_at, alive_at = x.unbind(2), live.unbind(2)  # one view per position (see PopulationLSTM.forward)
         for t in range(L):
-            controller_in = torch.cat([inputs_at[t], reads], dim=-1)
-            gates = torch.baddbmm(torch.baddbmm(bias.unsqueeze(1), controller_in, w_ih.transpose(1, 2)), h,
-                                  w_hh.transpose(1, 2))
-            h, c = self.cell(gates, c)
+            h, c = controller(torch.cat([inputs_at[t], reads], dim=-1), h, c)
             z = self.linear(h, "signals")  # [d (ends), u (ends), v (ends · m)]
             alive = alive_at[t].unsqueeze(-1)
             d, u = torch.sigmoid(z[..., :e]) * alive, torch.sigmoid(z[..., e : 2 * e]) * alive
@@ -323,7 +330,7 @@ class PopulationMemoryLSTM(Population):
 class PopulationJMStack(Population):
     """P :class:`~pipeline.models.jm_stack.JMStackLSTM` members: the controller cell and the action and value heads
     per member, batched; the stack, which has no weights, one stack of P·B rows stepped by
-    :func:`~pipeline.models.jm_stack.jm_stack_update`, its rows kept as the single model keeps them (only those a step
+    :func:`~pipeline.models.jm_stack.step_stack`, its rows kept as the single model keeps them (only those a step
     can have reached and a later read can still reach, which leaves every kept row's value as it is)."""
 
     def __init__(self, members: list[JMStackLSTM], vocab: tuple[int, int] | None = None) -> None:
@@ -337,23 +344,15 @@ class PopulationJMStack(Population):
         after every real position of its row, and the model reads left to right (as the single model)."""
         P, B, L = inputs.shape
         x = self.embed(inputs)
-        w_ih, w_hh = self.member("controller.weight_ih"), self.member("controller.weight_hh")
-        bias = self.member("controller.bias_ih") + self.member("controller.bias_hh")
-        h = self.member("h0").unsqueeze(1).expand(P, B, -1)
-        c = self.member("c0").unsqueeze(1).expand(P, B, -1)
+        h, c, controller = self.controller(B)
         stack = x.new_zeros(P * B, self.read, self.width)  # empty: the rows the first step reads
         outputs = []
         for t, x_t in enumerate(x.unbind(2)):
-            top = stack[:, : self.read].reshape(P, B, -1)
-            gates = torch.baddbmm(torch.baddbmm(bias.unsqueeze(1), torch.cat([x_t, top], dim=-1),
-                                                w_ih.transpose(1, 2)), h, w_hh.transpose(1, 2))
-            h, c = self.cell(gates, c)
+            h, c = controller(torch.cat([x_t, stack[:, : self.read].reshape(P, B, -1)], dim=-1), h, c)
             actions = torch.softmax(self.linear(h, "actions"), dim=-1)
             value = torch.tanh(self.linear(h, "value"))
-            if stack.shape[1] < self.depth:  # one more row can be reached this step
-                stack = F.pad(stack, (0, 0, 0, 1))
-            stack = jm_stack_update(stack, actions.reshape(P * B, -1), value.reshape(P * B, -1))
-            stack = stack[:, : max(self.read, self.read + L - 2 - t)]  # the rows a later read can reach
+            stack = step_stack(stack, actions.reshape(P * B, -1), value.reshape(P * B, -1), self.depth,
+                               keep=max(self.read, self.read + L - 2 - t))  # the rows a later read can reach
             outputs.append(h)
         return self.readout(torch.stack(outputs, dim=2))
 
