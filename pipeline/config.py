@@ -219,6 +219,10 @@ class TrainingConfig:
     seed: int = 0
     clip: float = 1.0  # gradients clipped at 1 (§4.4) ...
     clip_mode: Literal["norm", "value"] = "norm"  # ... "clipping all gradients above 1" allows either reading
+    # The paper's optimiser, RMSProp (§4.4), for every model by default; "adam" (torch.optim.Adam at its defaults:
+    # betas 0.9 / 0.999, eps 1e-8) for the modern baselines' usual recipe (docs/training.md). A single run's, or a
+    # population stepped one member after another: a batched population steps RMSProp only.
+    optimizer: Literal["rmsprop", "adam"] = "rmsprop"
     # RMSProp as in Tieleman & Hinton's lecture (the paper's [18]): a 0.9 running average of squared gradients.
     # (PyTorch's default, 0.99, left the Stack-LSTM on reversal in the non-stack basin on 3 of 3 seeds that learn
     # with 0.9: docs/training.md.)
@@ -372,7 +376,7 @@ class RunConfig:
 # keeps the id it had before the key existed (so archived runs and the profiles that list them still match).
 # plateau_window_fraction came with version 2 of the plateau rule (stopping.PLATEAU_RULE): the runs stopped by
 # version 1 keep their ids and are judged again by version 2 (the same run, trained on: pipeline.sweep.grid).
-LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fraction": 0.1}
+LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fraction": 0.1, "optimizer": "rmsprop"}
 # Training keys that add a measurement to a run's outputs and change nothing it trains or reports in Table 3: never
 # part of its identity (the runs of a profile that starts measuring keep their ids, and go on).
 MEASUREMENT_KEYS = ("far_eval_size",)
@@ -413,7 +417,8 @@ GRID_AXES = {"task": ("task",), "model": ("model", "name"), "hidden": ("model", 
              "seed": ("training", "seed")}
 OPTION_PATHS = {**GRID_AXES, "length_distribution": ("length_distribution",),
                 "max_batches": ("training", "max_batches"), "eval_every": ("training", "eval_every"),
-                "checkpoint_every": ("training", "checkpoint_every"), "wandb": ("tracking", "wandb")}
+                "checkpoint_every": ("training", "checkpoint_every"), "optimizer": ("training", "optimizer"),
+                "wandb": ("tracking", "wandb")}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import sys
+import typing
 from enum import Enum
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import typer
 from typer.core import TyperGroup
 
 from pipeline import __version__
-from pipeline.config import MODEL_NAMES, ConfigError
+from pipeline.config import MODEL_NAMES, ConfigError, TrainingConfig
 from pipeline.tasks import LENGTH_DISTRIBUTIONS, SPLITS, TASK_NAMES
 
 
@@ -98,6 +99,7 @@ SplitName = choices("SplitName", *SPLITS)
 LengthReading = choices("LengthReading", *LENGTH_DISTRIBUTIONS)
 ModelName = choices("ModelName", *MODEL_NAMES)
 TrackingMode = choices("TrackingMode", "offline", "online", "off")
+Optimizer = choices("Optimizer", *typing.get_args(typing.get_type_hints(TrainingConfig)["optimizer"]))
 
 
 Accelerator = choices("Accelerator", "auto", "cpu", "cuda")

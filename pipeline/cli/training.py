@@ -11,6 +11,7 @@ from pipeline.cli.app import (
     Accelerator,
     LengthReading,
     ModelName,
+    Optimizer,
     SplitName,
     TaskName,
     TrackingMode,
@@ -40,7 +41,9 @@ def train(
     hidden: int = typer.Option(None, "--hidden", callback=at_least(1), show_default=str(_RUN.model.hidden),
                                help="LSTM hidden size (paper: 256 or 512)."),
     lr: float = typer.Option(None, "--lr", callback=positive_float, show_default=f"{_RUN.training.lr:g}",
-                             help="RMSProp learning rate."),
+                             help="Learning rate."),
+    optimizer: Optimizer = typer.Option(None, "--optimizer", show_default=_RUN.training.optimizer,
+                                        help="rmsprop (the paper's) or adam (at torch's defaults)."),
     max_batches: int = typer.Option(None, "--max-batches", callback=at_least(1),
                                     show_default=str(_RUN.training.max_batches),
                                     help="Batch budget; raise it on a finished run (--run-dir) to extend it."),
@@ -76,7 +79,7 @@ def train(
     run_config = resolve_run_config(
         RunDir(run_dir).read_config() if stored else config, task=task and task.value,
         length_distribution=length_distribution and length_distribution.value,
-        model=model and model.value, hidden=hidden, lr=lr,
+        model=model and model.value, hidden=hidden, lr=lr, optimizer=optimizer and optimizer.value,
         max_batches=max_batches, seed=seed, eval_every=eval_every, checkpoint_every=checkpoint_every,
         wandb=wandb and wandb.value)
     try:

@@ -40,7 +40,7 @@ __all__ = ["EVAL_SPLITS", "RunBusy", "RunStopped", "evaluate_run", "load_run", "
 
 # What every member of one population shares: the architecture (its parameters' shapes) and the step's arithmetic.
 # Task, seed, learning rate, budget, schedules and stopping rules are each member's own.
-SHARED_TRAINING = ("batch_size", "clip", "clip_mode", "rmsprop_alpha", "rmsprop_eps")
+SHARED_TRAINING = ("batch_size", "clip", "clip_mode", "optimizer", "rmsprop_alpha", "rmsprop_eps")
 
 
 def run_directory(config: RunConfig, runs_root: Path = RUNS_DIR) -> Path:
@@ -85,6 +85,16 @@ def population_key(config: RunConfig) -> tuple:
     return tuple(sorted(model.items())), training
 
 
+def cannot_batch(config: RunConfig) -> str | None:
+    """Why ``config``'s run cannot be a member of a batched population (None where it can): its model's reason
+    (:func:`pipeline.models.unstackable`), or an optimizer other than the RMSProp the batched step implements
+    (:class:`~pipeline.training.population.PopulationRMSprop`)."""
+    why = unstackable(config.model)
+    if why is None and config.training.optimizer != "rmsprop":
+        why = f"training.optimizer is {config.training.optimizer!r}; a batched population steps RMSProp only"
+    return why
+
+
 def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bool) -> None:
     """One line, before any work, where the runs cannot train as one population."""
     if not configs or len(configs) != len(run_dirs):
@@ -92,7 +102,7 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bo
                           f"{len(run_dirs)} directories")
     for config in configs:
         config.validate()
-        why = unstackable(config.model) if batched else None
+        why = cannot_batch(config) if batched else None
         if why is not None:
             raise ConfigError(f"{config.run_id()}: cannot be stacked as one batched population ({why}); train its "
                               "runs on their own, or one member after another (batched=False)")
@@ -142,7 +152,7 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
         raise ConfigError(f"a population's width must be at least 1, got {width!r}")
     device = resolve_device(accelerator)
     if batched is None:  # a GPU's way, where the model can be stacked (else one member after another)
-        batched = device.type == "cuda" and all(unstackable(c.model) is None for c in configs)
+        batched = device.type == "cuda" and all(cannot_batch(c) is None for c in configs)
     check_population(configs, run_dirs, batched)
     length = static_length() if batched and (device.type == "cuda" if static_shapes is None else static_shapes) \
         else None

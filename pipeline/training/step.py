@@ -8,7 +8,8 @@ gradient, clipped by the run's ``training.clip_mode`` —
   (``torch.nn.utils.clip_grad_norm_``),
 * ``value``: every gradient entry clamped to [-clip, clip] (``torch.nn.utils.clip_grad_value_``),
 
-then RMSProp with the run's rate (``torch.optim.RMSprop``: no momentum, not centred, no weight decay).
+then RMSProp with the run's rate (``torch.optim.RMSprop``: no momentum, not centred, no weight decay), or Adam at
+torch's defaults where the run's ``training.optimizer`` says so (a single run's, or one member after another's only).
 
 Two forms of that arithmetic and no third: :func:`take_step` on one run's own model (a single run, and a population
 stepped one member after another, which a CPU does), and :func:`update` on P members stacked as ``[P, ...]`` tensors
@@ -41,8 +42,11 @@ def target_nll(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
     return nll, batch.target_lengths.sum()
 
 
-def make_optimizer(parameters: Iterable[Tensor], training) -> torch.optim.RMSprop:
-    """A run's optimizer (``training``: its :class:`~pipeline.config.TrainingConfig`)."""
+def make_optimizer(parameters: Iterable[Tensor], training) -> torch.optim.Optimizer:
+    """A run's optimizer (``training``: its :class:`~pipeline.config.TrainingConfig`): RMSProp, the paper's, or Adam
+    at torch's defaults where ``training.optimizer`` asks for it."""
+    if training.optimizer == "adam":
+        return torch.optim.Adam(parameters, lr=training.lr)
     return torch.optim.RMSprop(parameters, lr=training.lr, alpha=training.rmsprop_alpha, eps=training.rmsprop_eps)
 
 
