@@ -395,6 +395,29 @@ def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert again["lstm2"] == "failed"
 
 
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds here: the pool sleeps its poll interval")
+def test_the_pool_wakes_when_a_worker_ends_not_at_its_next_poll():
+    """The pool's wait between polls returns when any worker ends (the next job starts then), when one has ended
+    already, and otherwise at its timeout; an hour-long poll interval would make a sweep of tiny runs crawl."""
+    from pipeline.sweep.local import wait_for_a_child
+
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        started = time.monotonic()
+        wait_for_a_child([slow, quick], timeout=300)
+        assert time.monotonic() - started < 60, "woke at its timeout, not when the quick worker ended"
+        assert quick.poll() == 0 and slow.poll() is None
+        wait_for_a_child([slow, quick], timeout=300)  # ended and reaped already: at once
+        assert time.monotonic() - started < 60
+        started = time.monotonic()
+        wait_for_a_child([slow], timeout=0.5)  # nothing ends: the timeout
+        assert 0.4 < time.monotonic() - started < 60 and slow.poll() is None
+    finally:
+        slow.kill()
+        slow.wait()
+
+
 def test_slurm_route_through_submitit_executes_the_same_runs(tmp_path):
     path = profile(tmp_path, models=("lstm1",), tasks=("copy", "reversal"), max_batches=10)
     sweep = load_sweep(path)
