@@ -39,11 +39,15 @@ lock:
 	mv requirements.lock.tmp requirements.lock
 	rm -rf .venv-lock
 
+# The suite spread over the machine's cores (pytest-xdist: a process per core, each test on whichever is free;
+# `make test TEST_PROCESSES=0` runs it in this one process). A plain `pytest tests/...` runs in one process.
+TEST_PROCESSES ?= auto
+
 test: venv
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_PROCESSES) --dist worksteal
 
 test-slow: venv
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow -n $(TEST_PROCESSES) --dist worksteal
 
 # Style and likely bugs (pycodestyle, pyflakes, import order, bugbear; line length 120): pyproject.toml [tool.ruff].
 lint: venv
