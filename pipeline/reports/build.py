@@ -489,7 +489,8 @@ def machine_lines(runs: pd.DataFrame, root: Path) -> list[str]:
     if retrained.empty:
         return lines
     lines += [f"{len(retrained)} runs were trained again from batch 0, their earlier draws kept beside them "
-              "(`earlier_draws.json`); the last draw is the one reported:", "",
+              "(`earlier_draws.json`; a run trained again before the pipeline kept draws has none, and only its "
+              "study log tells); the last draw is the one reported:", "",
               "| run | draw | machine | batches | stop | training coarse | test coarse |",
               "|---|---|---|---|---|---|---|"]
     for r in retrained.itertuples():
