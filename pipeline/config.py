@@ -242,8 +242,9 @@ class TrainingConfig:
     early_stop_coarse: float = 1.0  # ... or at least this (a study that only asks "when did it learn" uses 0.99)
     # Trained to convergence: stop once training perplexity is flat (stopping.plateaued): over a window of
     # plateau_patience evaluations or plateau_window_fraction of the batches trained, the larger, it has not beaten its
-    # reference by more than plateau_tolerance (relative, in perplexity or its log) and its mean is within the
-    # tolerance of the window before's (0: off); with prune_at, counted from its last batch on.
+    # reference by more than plateau_tolerance (relative, in perplexity) and its mean is within the tolerance of the
+    # window before's, in perplexity and in cross-entropy beyond its noise (0: off); with prune_at, counted from its
+    # last batch on.
     plateau_patience: int = 0
     plateau_window_fraction: float = 0.1
     plateau_tolerance: float = 0.01

@@ -244,9 +244,9 @@ def describe(training) -> str:
         if training.plateau_window_fraction:
             window += f" or {training.plateau_window_fraction:.0%} of the batches trained, the larger"
         tolerance = f"{training.plateau_tolerance:.0%}"
-        parts.append(f"plateau once training perplexity has not beaten its reference by {tolerance} (nor its log, the "
-                     f"cross-entropy) for a window of {window}, and its mean over that window is within {tolerance} "
-                     f"of the window before's{after}")
+        parts.append(f"plateau once training perplexity has not beaten its reference by {tolerance} for a window of "
+                     f"{window}, and its mean over that window is within {tolerance} of the window before's (and its "
+                     f"cross-entropy's, beyond the windows' noise){after}")
     if training.prune_at:
         parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
                      f"> {training.prune_ratio:g} × its first window's")
