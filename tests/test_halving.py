@@ -40,6 +40,16 @@ def logged_values_of(run_dir):
     return logged_values(RunDir(run_dir).read_metrics(), "train/perplexity")
 
 
+def test_the_reports_stopping_table_names_a_blocks_halving(tmp_path):
+    """Most of a halving block's runs stop at a rung, not at the cap its row shows: the table says so per row."""
+    from pipeline.reports.build import stopping_table
+
+    table = stopping_table(load_sweep(halving_profile(tmp_path, {"at": [10, 20], "keep": [2, 1]},
+                                                      lrs=(3e-2, 1e-2, 1e-3))))
+    assert table[0].startswith("| cap (batches) |") and "| successive halving |" in table[0]
+    assert table[2].endswith("| at 10, 20, keeping 2, 1 | 3 |"), table
+
+
 def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path):
     path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
     sweep = load_sweep(path)

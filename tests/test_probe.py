@@ -506,7 +506,7 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     gpu = pd.DataFrame([dict(model="lstm8", batches=100, train_seconds=1800.0, eval_seconds=0.0, workers=6,
                              machine="Other CPU, 16 usable cores, GPU H200")])
     line = compute_line(pd.concat([runs, gpu]), sweep)
-    assert "2.5 CPU-hours over the 3 finished runs" in line and "about 0.6 h of wall time: 2.0 CPU-hours" in line
+    assert "2.5 CPU-hours over the 3 done runs" in line and "about 0.6 h of wall time: 2.0 CPU-hours" in line
     assert ("2.0 CPU-hours over 2 runs with 4 worker(s) on Some CPU, 4 usable cores; 0.5 CPU-hours over 1 run with "
             "6 worker(s) on Other CPU, 16 usable cores, GPU H200.") in line
     assert "Training speed on Some CPU, 4 usable cores" in line and "8-layer" not in line
@@ -521,7 +521,7 @@ def test_the_compute_line_names_the_workers_and_machine_the_runs_recorded(tmp_pa
     population = pd.DataFrame([dict(model="lstm2", batches=1000, train_seconds=200.0, eval_seconds=0.0, workers=1,
                                     machine="Other CPU, 16 usable cores, GPU H100", population=members)] * 4)
     line = compute_line(population, sweep)
-    assert line.startswith("Compute: 0.1 hours over the 4 finished runs") and "its time over its members" in line
+    assert line.startswith("Compute: 0.1 hours over the 4 done runs") and "its time over its members" in line
     assert "training and evaluation, wall time)" in line  # a GPU's runs: their own time, no core shared to wait for
     assert "about 3 min of wall time" in line and "median ms a member-batch with 1 population(s) side by side: " \
         "2-layer LSTM 50." in line
@@ -543,7 +543,7 @@ def test_a_run_costs_its_cpu_seconds_where_it_recorded_them_and_its_wall_seconds
     assert run_seconds(runs).tolist() == [1800.0, 3600.0]
     assert run_seconds(pd.DataFrame([base])).tolist() == [3600.0]  # runs from before: no column at all
     line = compute_line(runs, sweep)
-    assert line.startswith("Compute: 1.5 CPU-hours over the 2 finished runs")
+    assert line.startswith("Compute: 1.5 CPU-hours over the 2 done runs")
     assert ("training and evaluation: the process's CPU time for 1 run, the wall time for the 1 that did not record "
             "it, which counts any wait for a shared core") in line
     assert "about 1.0 h of wall time" in line  # the wall time is still the wall time: 2 x 3600 / 2 workers

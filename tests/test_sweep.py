@@ -66,7 +66,7 @@ def test_smoke_profile_runs_end_to_end_and_reports_every_cell(tmp_path):
     assert rows[0]["paper_train_coarse"] == "0.62" and rows[0]["paper_test_fine"] == "0.38"  # copy, 1-layer LSTM
     text = readme.read_text()
     assert "35 finished" in text and "Made by `pytest` with the code at commit" in text
-    assert re.search(r"Compute: [0-9.]+ CPU-hours over the 35 finished runs", text)
+    assert re.search(r"Compute: [0-9.]+ CPU-hours over the 35 done runs", text)
     speeds = re.search(r"median ms a batch with \d+ run\(s\) side by side: (.*)\.", text).group(1)
     assert [name.rsplit(" ", 1)[0] for name in speeds.split(", ")] == [DISPLAY_NAMES[m] for m in PAPER_MODEL_NAMES]
     assert all(float(name.rsplit(" ", 1)[1]) > 0 for name in speeds.split(", "))

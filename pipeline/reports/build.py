@@ -213,11 +213,15 @@ def convergence_markdown(table: pd.DataFrame) -> list[str]:
             ratio = lstm[top].min() / fastest
             notes.append(f"{TASK_TITLES[task]}: a memory model at {int(fastest):,} batches, the fastest LSTM at "
                          f"{int(lstm[top].min()):,} ({ratio:.0f}×).")
-        else:
-            notes.append(f"{TASK_TITLES[task]}: a memory model at {int(fastest):,} batches; no LSTM by "
-                         f"{int(lstm.batches.max()):,} (at least {lstm.batches.max() / fastest:.0f}× later, if ever).")
+        else:  # each LSTM bounded by its own batches: a deep LSTM capped sooner bounds its ratio lower
+            each = "; ".join(f"{DISPLAY_NAMES.get(m, m)} not by {int(b):,}"
+                             + (f" (at least {math.floor(b / fastest)}× later, if ever)" if b >= fastest else "")
+                             for m, b in lstm.batches.items())
+            notes.append(f"{TASK_TITLES[task]}: a memory model at {int(fastest):,} batches; no LSTM reached it in "
+                         f"the batches it trained: {each}.")
     return [f"First evaluated batch at which the selected run's training coarse accuracy reached {level_names} "
-            "(\"not by N\": never, in the N batches it trained; the curves above on a log axis).", "", *lines, "",
+            "(\"not by N\": never, in the N batches it trained; the curves below, under Figures, on a log axis).", "",
+            *lines, "",
             f"Training coarse {CONVERGENCE_LEVELS[-1]:g}, fastest memory model against fastest deep LSTM:", "",
             *(f"- {note}" for note in notes)]
 
@@ -506,8 +510,11 @@ def machine_lines(runs: pd.DataFrame, root: Path) -> list[str]:
 def stopping_table(sweep: SweepConfig) -> list[str]:
     """The grid's stopping rules as a small table: one row per distinct set of rules, with the runs under it."""
     rows: dict[tuple, int] = {}
-    for run in sweep.runs():
+    for index, _, run in sweep.runs_by_block():
         t = run.training
+        halving = sweep.grid[index].halving  # a learning-rate search cuts most of its runs at a rung, not the cap
+        rungs = (f"at {', '.join(f'{b:,}' for b in halving.at)}, keeping {', '.join(map(str, halving.keep))}"
+                 if halving is not None else "off")
         converged = (f"coarse ≥ {t.early_stop_coarse:g} × {t.early_stop_patience}" if t.early_stop_patience
                      else "off")
         if t.plateau_patience:
@@ -521,10 +528,10 @@ def stopping_table(sweep: SweepConfig) -> list[str]:
             plateau = "off"
         pruned = (f"at {', '.join(f'{b:,}' for b in t.prune_at)} if > {t.prune_ratio:g} × start" if t.prune_at
                   else "off")
-        key = (f"{t.max_batches:,}", converged, plateau, pruned)
+        key = (f"{t.max_batches:,}", converged, plateau, pruned, rungs)
         rows[key] = rows.get(key, 0) + 1
-    return ["| cap (batches) | converged | plateau (tolerance over window) | pruned | runs |",
-            "|---|---|---|---|---|",
+    return ["| cap (batches) | converged | plateau (tolerance over window) | pruned | successive halving | runs |",
+            "|---|---|---|---|---|---|",
             *(f"| {' | '.join(key)} | {n} |" for key, n in sorted(rows.items(), key=lambda kv: -kv[1]))]
 
 
@@ -603,7 +610,7 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
     else:
         how = f", wall time{waits}"
     unit = "CPU-hours" if single else "hours"
-    line = (f"Compute: {total:.1f} {unit} over the {len(finished)} finished runs ({each}; training and "
+    line = (f"Compute: {total:.1f} {unit} over the {len(finished)} done runs ({each}; training and "
             f"evaluation{how}), about " + (f"{wall:.1f} h" if wall >= 0.1 else f"{wall * 60:.0f} min")
             + " of wall time")
     if len(groups) == 1:
@@ -894,7 +901,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         title = "accuracy and perplexity against batches" if kind == "convergence" else "accuracy against source length"
         lines += [f"### {TASK_TITLES[task]}: {title}", "", f"![{task} {kind}]({name})", ""]
     lines += ["## How runs were selected", "",
-              "For each task and architecture, among its done runs (finished or pruned), the one with the lowest",
+              "For each task and architecture, among its done runs (finished or pruned; never one cut at a rung of a",
+              "learning-rate search by successive halving), the one with the lowest",
               "average training perplexity over the 100 batches before the checkpoint it reports (§5); runs without a",
               "finite perplexity are never selected. Within a run, the reported checkpoint is the one with the best",
               "coarse (then fine) accuracy on fresh training-length sequences, evaluated every `eval_every` batches;",

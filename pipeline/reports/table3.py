@@ -66,7 +66,7 @@ EVIDENCE_KINDS = {
                 "unless they already reproduce or beat the paper's."),
     "cap-falling": ("cap, falling", "Hit its batch cap with its training perplexity still falling (the last "
                     "window's mean below the window before's by more than the tolerance, in perplexity or in "
-                    "cross-entropy beyond its noise): more batches would have moved it."),
+                    "cross-entropy beyond its noise): more batches might have moved it further."),
     "cap-flat": ("cap, flat", "Hit its batch cap with its training perplexity flat over its last window; no rule "
                  "judged it converged before the cap."),
     "rung": ("halving rung", "Stopped by successive halving at a rung of the learning-rate search: it reached that "
@@ -74,9 +74,10 @@ EVIDENCE_KINDS = {
     "pruned": ("pruned", "Pruned: still near the uniform perplexity at a pruning checkpoint."),
     "too-short": ("too short", "Fewer than two perplexity windows: no trend can be judged."),
     "never-left-start": ("never left start", "Its training perplexity never fell to half its first window's: it "
-                         "stopped before it learned anything, so its numbers say nothing of where training "
+                         "stopped before it left its starting plateau, so its numbers say nothing of where training "
                          "converges."),
-    "runs-pruned": ("pruned runs", "Runs of the cell pruned on the uniform plateau (k of n)."),
+    "runs-pruned": ("pruned runs", "Runs of the cell stopped early (k of n): pruned near the uniform perplexity, or "
+                    "cut at a rung of a learning-rate search by successive halving."),
     "unfinished": ("runs not done", "Some of the cell's runs were still to train when the report was made: the "
                    "cell so far, selected among the done runs."),
     "continued": ("continued", "The selected run was continued outside the profile (same run, cap raised; "
@@ -295,7 +296,7 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     start = selected.get("start_perplexity", math.nan)
     if stop in ("plateau", "budget") and not has_left_start(selected):
         text += (f" — never below {LEFT_START_RATIO:g} × its first window's {start:.4g}: it did not leave the "
-                 "starting plateau, so it stopped before it learned anything, not at a solution")
+                 "starting plateau, so it stopped before it had begun to learn the task, not at a solution")
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
     unfinished = int(cell.state.isin(("running", *TO_GO)).sum())  # not a failed or damaged one
