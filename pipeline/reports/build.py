@@ -216,7 +216,7 @@ def convergence_markdown(table: pd.DataFrame) -> list[str]:
         else:  # each LSTM bounded by its own batches: a deep LSTM capped sooner bounds its ratio lower
             each = "; ".join(f"{DISPLAY_NAMES.get(m, m)} not by {int(b):,}"
                              + (f" (at least {math.floor(b / fastest)}× later, if ever)" if b >= fastest else "")
-                             for m, b in lstm.batches.items())
+                             for m, b in ((m, lstm.batches[m]) for m in models if m in lstm.index))
             notes.append(f"{TASK_TITLES[task]}: a memory model at {int(fastest):,} batches; no LSTM reached it in "
                          f"the batches it trained: {each}.")
     return [f"First evaluated batch at which the selected run's training coarse accuracy reached {level_names} "
