@@ -14,6 +14,9 @@ from pipeline.reports.stops import rejudged_stop
 from pipeline.sweep import load_sweep, run_local, sweep_status
 from pipeline.training.run import train
 from pipeline.training.stopping import (
+    better_checkpoint,
+    coarse_streak,
+    converged,
     counted_from,
     describe,
     improves,
@@ -23,6 +26,7 @@ from pipeline.training.stopping import (
     plateau_window,
     plateaued,
     should_prune,
+    still_falling,
     still_improving,
 )
 
@@ -290,3 +294,55 @@ def test_a_run_stopped_by_the_old_plateau_rule_is_judged_again_and_trains_on(tmp
     (after.run_dir / "results.json").write_text(json.dumps({k: v for k, v in rejudged.items()
                                                             if k not in ("plateau_rule", "schema")}))
     assert not rejudged_stop(after.run_dir)
+
+
+def first_convergence(coarse, **training):
+    """The evaluation (1-based) at which the early stop fires on this curve of training coarse accuracies, or None."""
+    t = from_dict(RunConfig, {"training": training}).training
+    streak = 0
+    for k, value in enumerate(coarse, 1):
+        streak = coarse_streak(streak, value, t)
+        if converged(streak, t):
+            return k
+    return None
+
+
+@pytest.mark.parametrize("coarse, training, stops_at", [
+    ([0.2, 1.0, 1.0, 1.0, 1.0], {"early_stop_patience": 3}, 4),          # three in a row: stops at the third
+    ([1.0, 1.0, 0.999, 1.0, 1.0], {"early_stop_patience": 3}, None),     # 0.999 breaks the streak: never three
+    ([1.0, 1.0, 0.999, 1.0, 1.0, 1.0], {"early_stop_patience": 3}, 6),   # ... and it starts again after
+    ([0.99, 0.995, 0.991], {"early_stop_patience": 3, "early_stop_coarse": 0.99}, 3),  # a study's lower bar
+    ([0.99, 0.989, 0.991], {"early_stop_patience": 3, "early_stop_coarse": 0.99}, None),
+    ([1.0] * 10, {"early_stop_patience": 0}, None),                      # 0: off, however perfect
+])
+def test_the_early_stop_needs_its_streak_of_evaluations_at_the_bar(coarse, training, stops_at):
+    assert first_convergence(coarse, **training) == stops_at
+
+
+def test_the_reported_checkpoint_is_the_best_training_coarse_then_fine_the_later_of_equals():
+    """What `selected_step` is: a run that converged and then collapsed reports its converged checkpoint; equal
+    accuracies go to the later evaluation (it has trained longer); fine breaks a tie in coarse."""
+    def selected(curve):
+        best = None
+        for step, coarse, fine in curve:
+            if better_checkpoint(coarse, fine, best):
+                best = dict(step=step, train_coarse=coarse, train_fine=fine)
+        return best["step"]
+
+    assert selected([(1000, 0.2, 0.5), (2000, 1.0, 1.0), (3000, 0.0, 0.1)]) == 2000   # the collapse is not reported
+    assert selected([(1000, 0.5, 0.7), (2000, 0.5, 0.7)]) == 2000                      # equal: the later
+    assert selected([(1000, 0.5, 0.8), (2000, 0.5, 0.7)]) == 1000                      # fine decides a coarse tie
+    assert selected([(1000, 0.4, 0.99), (2000, 0.5, 0.1)]) == 2000                     # coarse before fine
+
+
+def test_still_falling_without_a_plateau_rule_reads_20_windows_or_a_tenth_of_the_run():
+    """A run without a plateau rule (plateau_patience 0) is judged over the larger of 20 perplexity windows and 10%
+    of its batches, the last against the one before: a fall of 1% a window is still falling, a flat log (noise and
+    all) is not, and a fall that ended before the last 4,000 batches of a 20,000-batch run is not either."""
+    t = from_dict(RunConfig, {"training": {"plateau_patience": 0, "plateau_tolerance": 0.02}}).training
+    rng = random.Random(0)
+    falling = [(100 * k, 50 * 0.99 ** k) for k in range(1, 41)]
+    flat = [(100 * k, 20 * (1 + 0.01 * rng.uniform(-1, 1))) for k in range(1, 41)]
+    assert still_falling(falling, t, 4000) and not still_falling(flat, t, 4000)
+    earlier = [(100 * k, 50 * 0.9 ** min(k, 150)) for k in range(1, 201)]  # flat from batch 15,000
+    assert still_falling(earlier, t, 15000) and not still_falling(earlier, t, 20000)

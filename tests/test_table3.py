@@ -35,6 +35,36 @@ def test_selection_takes_the_lowest_finite_perplexity_of_done_runs():
     assert select_models(runs(run(0, math.nan, 1.0))).empty
 
 
+def test_selection_never_takes_a_halved_run_and_gives_a_tie_to_the_lower_run_id():
+    """A run cut at a rung of a learning-rate search is never a cell's result, however low its perplexity; two runs
+    at one perplexity go to the lower run id, whatever their order in the table."""
+    halved = dict(run(0, 1.00, 1.0, lr=5e-3), state="pruned", stop="budget", halved=True)
+    later, earlier = run(1, 1.02, 0.9, lr=1e-3), run(2, 1.02, 0.8, lr=5e-4)
+    assert earlier["run_id"] < later["run_id"]
+    for order in ((halved, later, earlier), (earlier, halved, later)):
+        (chosen,) = select_models(runs(*order)).itertuples()
+        assert chosen.run_id == earlier["run_id"]
+    (chosen,) = select_models(runs(dict(halved, halved=False), later, earlier)).itertuples()
+    assert chosen.seed == 0  # not halved: the lowest perplexity is chosen
+
+
+def test_a_version_1_stop_reads_budget_limited_unless_its_numbers_already_reproduce():
+    """A run that version 1 of the plateau rule stopped where version 2 would not have (``unconfirmed_plateau``) is
+    budget-limited where its numbers disagree, and keeps "reproduced" where they already match the paper's."""
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["reversal"], "models": ["stack"]}]})
+
+    def cell(**changes):
+        row = dict(run(0, 2.5, 0.4, stop="plateau", train=0.6), **changes)
+        (got,) = table3(runs(row), sweep).query("task == 'reversal' and model == 'stack'").itertuples()
+        return got
+
+    assert cell().verdict == "disagrees at convergence"
+    v1 = cell(unconfirmed_plateau=True)
+    assert v1.verdict == "budget-limited" and "version 1 of the plateau rule" in v1.evidence
+    assert cell(unconfirmed_plateau=True, train_coarse=1.0, train_fine=1.0, test_coarse=1.0,
+                test_fine=1.0).verdict == "reproduced"
+
+
 @pytest.mark.parametrize("ours, stop, improving, left, expected", [
     ((1.0, 1.0, 0.96, 0.99), "converged", False, True, "reproduced"),
     ((1.0, 1.0, 0.94, 0.99), "converged", False, True, "disagrees at convergence"),

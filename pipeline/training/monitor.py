@@ -33,7 +33,7 @@ from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.results import TEST_COARSE, TEST_FINE, TRAIN_COARSE, TRAIN_FINE, TRAIN_PERPLEXITY, logged_values
-from pipeline.training.stopping import left_start, plateaued, should_prune
+from pipeline.training.stopping import better_checkpoint, coarse_streak, converged, left_start, plateaued, should_prune
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
@@ -208,16 +208,14 @@ class TrainingMonitor:
         self.shown.update(train_coarse=train.coarse, test_coarse=test.coarse)
 
         self.last_eval_step = step
-        score = (train.coarse, train.fine)
-        if self.best is None or score >= (self.best["train_coarse"], self.best["train_fine"]):
-            # ties go to the later checkpoint, which has trained longer
+        if better_checkpoint(train.coarse, train.fine, self.best):
             self.best = dict(step=step, train_coarse=train.coarse, train_fine=train.fine,
                              train_perplexity=self.last_perplexity)
             with written_atomically(self.best_path) as partial:  # a full disk leaves the old one whole
                 trainer.save_checkpoint(partial, weights_only=True)
 
-        self.perfect_streak = self.perfect_streak + 1 if train.coarse >= t.early_stop_coarse else 0
-        if t.early_stop_patience and self.perfect_streak >= t.early_stop_patience:
+        self.perfect_streak = coarse_streak(self.perfect_streak, train.coarse, t)
+        if converged(self.perfect_streak, t):
             self._stop(trainer, "converged")
         elif plateaued(self.windows, step, t, self.left_start_at):
             self._stop(trainer, "plateau")

@@ -40,6 +40,22 @@ EARLY_REASONS = ("converged", "plateau", "pruned")  # stopped before the budget
 LEFT_START_RATIO = 0.5
 
 
+def coarse_streak(streak: int, train_coarse: float, training) -> int:
+    """The evaluations in a row, this one included, at training coarse accuracy ``early_stop_coarse`` or above."""
+    return streak + 1 if train_coarse >= training.early_stop_coarse else 0
+
+
+def converged(streak: int, training) -> bool:
+    """The early stop: a streak (:func:`coarse_streak`) of ``early_stop_patience`` evaluations; never where it is 0."""
+    return bool(training.early_stop_patience) and streak >= training.early_stop_patience
+
+
+def better_checkpoint(train_coarse: float, train_fine: float, best: dict | None) -> bool:
+    """Whether an evaluation replaces the run's best checkpoint, the one it reports (``selected_step``): higher
+    training coarse accuracy, then fine; of two equal ones the later, which has trained longer."""
+    return best is None or (train_coarse, train_fine) >= (best["train_coarse"], best["train_fine"])
+
+
 def left_start(first_perplexity: float, perplexity: float, ratio: float = LEFT_START_RATIO) -> bool:
     """Whether a run at ``perplexity`` has left the plateau it started on: at most ``ratio`` times its first
     window's. NaN on either side is not a departure."""
