@@ -424,30 +424,40 @@ OPTION_PATHS = {**GRID_AXES, "length_distribution": ("length_distribution",),
 
 @dataclass(frozen=True)
 class Halving:
-    """Successive halving over a grid block's learning rates (the paper grid-searched five, §4.4): the runs of the
-    block that differ only in ``lr`` (one bracket per task, model, hidden size and seed) all train to ``at[0]``
-    batches; the ``keep[0]`` with the lowest training perplexity there go on to ``at[1]``, and so on; those left
+    """Successive halving over a grid block's learning rates (the paper grid-searched five, §4.4) and its memory
+    starts (``starts``): the runs of the block that differ only in ``lr`` and start (one bracket per task, model,
+    hidden size and seed; with ``seeds_together``, per task, model and hidden size) all train to ``at[0]`` batches;
+    the ``keep[0]`` settings with the lowest training perplexity there go on to ``at[1]``, and so on; those left
     after the last rung train to the block's ``max_batches``. The others stop where they were cut (state *pruned*).
     Only training perplexity decides, as in the paper's selection (§5). ``pipeline/sweep/halving.py`` plans it."""
 
     at: tuple[int, ...]  # the rungs, in batches, increasing
-    keep: tuple[int, ...]  # how many runs of a bracket go on past each rung, decreasing, at least 1
+    keep: tuple[int, ...]  # how many settings of a bracket go on past each rung, decreasing, at least 1
+    # One bracket for all the block's seeds: a setting's seeds go on or stop together, ranked by the mean of their
+    # standings, so that one seed's luck does not pick the setting and the survivor has every seed of the block.
+    # False: a bracket per seed.
+    seeds_together: bool = False
 
-    def validate(self, path: str, rates: int) -> None:
+    def validate(self, path: str, settings: int) -> None:
         if not self.at or len(self.at) != len(self.keep):
             raise ConfigError(f"{path}.at and {path}.keep must list one value per rung, as many of each; got "
                               f"{list(self.at)} and {list(self.keep)}")
         if any(b <= a for a, b in zip(self.at, self.at[1:])) or self.at[0] <= 0:
             raise ConfigError(f"{path}.at must be positive and increasing, got {list(self.at)}")
-        if any(b >= a for a, b in zip(self.keep, self.keep[1:])) or self.keep[-1] < 1 or self.keep[0] >= rates:
-            raise ConfigError(f"{path}.keep must decrease from below the block's {rates} learning rate(s) to at least "
-                              f"1, got {list(self.keep)}")
+        if any(b >= a for a, b in zip(self.keep, self.keep[1:])) or self.keep[-1] < 1 or self.keep[0] >= settings:
+            raise ConfigError(f"{path}.keep must decrease from below the block's {settings} setting(s) (learning rates "
+                              f"x starts) to at least 1, got {list(self.keep)}")
+
+
+# The model keys a grid block's ``starts`` may set: the initial biases of the memory's signals.
+START_KEYS = ("pop_bias", *START_BIASES)
 
 
 @dataclass(frozen=True)
 class GridBlock:
-    """A Cartesian product of runs: every task × model × hidden × lr × seed, with ``overrides`` (any subset of a
-    run config) applied on top of the sweep's ``defaults``."""
+    """A Cartesian product of runs: every task × model × hidden × lr × start × seed, with ``overrides`` (any subset
+    of a run config) applied on top of the sweep's ``defaults``, and each of ``starts`` (the memory's initial biases,
+    :data:`START_KEYS`; none: the overrides' alone) on top of those."""
 
     tasks: tuple[str, ...]
     models: tuple[str, ...]
@@ -456,7 +466,14 @@ class GridBlock:
     seeds: tuple[int, ...] = (0,)
     overrides: dict = field(default_factory=dict)
     label: str = ""  # a name for what the block varies ("shared ids"), shown by studies and reports
-    halving: Halving | None = None  # successive halving over the block's learning rates (Halving)
+    halving: Halving | None = None  # successive halving over the block's learning rates and starts (Halving)
+    # The memory starts searched: each a mapping of START_KEYS to a bias (null: nn.Linear's initialisation; "default":
+    # the model's own start), e.g. [{push_bias: null}, {push_bias: 1.0}]. Empty: one start, the overrides'.
+    starts: tuple[dict, ...] = ()
+
+    def settings(self) -> list[tuple[float, dict]]:
+        """(lr, start) of every setting the block tries for each task, model, hidden size and seed, in grid order."""
+        return [(lr, start) for lr in self.lr for start in (self.starts or ({},))]
 
     def validate(self, path: str, defaults: dict | None = None) -> None:
         from pipeline.tasks import TASK_NAMES
@@ -475,11 +492,17 @@ class GridBlock:
         for i, value in enumerate(self.seeds):
             if value < 0:
                 raise ConfigError(f"{path}.seeds[{i}] must be >= 0, got {value!r}")
+        for i, start in enumerate(self.starts):
+            if not isinstance(start, dict) or not start or set(start) - set(START_KEYS):
+                raise ConfigError(f"{path}.starts[{i}] must map some of {', '.join(START_KEYS)} to a bias, got "
+                                  f"{_describe(start)}")
+        if len({tuple(sorted(start.items())) for start in self.starts}) < len(self.starts):
+            raise ConfigError(f"{path}.starts lists a start twice: {list(self.starts)}")
         # the overrides on top of the profile's defaults: a value checked against another key (eval_every against
         # perplexity_every) is checked against the one the block's runs will have, not the built-in default
         _check_partial_run_config(_merged(defaults or {}, self.overrides), f"{path}.overrides")
         if self.halving is not None:
-            self.halving.validate(f"{path}.halving", len(self.lr))
+            self.halving.validate(f"{path}.halving", len(self.settings()))
 
 
 @dataclass(frozen=True)
@@ -562,11 +585,12 @@ class SweepConfig:
             for task in block.tasks:
                 for model in block.models:
                     for hidden in block.hidden:
-                        for lr in block.lr:
+                        for lr, start in block.settings():
                             for seed in block.seeds:
                                 data = to_dict(RunConfig())
                                 _merge(data, self.defaults)
                                 _merge(data, block.overrides)
+                                _merge(data, {"model": start})
                                 point = dict(task=task, model=model, hidden=hidden, lr=lr, seed=seed)
                                 for axis, value in point.items():
                                     *parents, leaf = GRID_AXES[axis]
@@ -574,7 +598,8 @@ class SweepConfig:
                                     for parent in parents:
                                         node = node[parent]
                                     node[leaf] = value
-                                where = f"grid[{i}] ({task}, {model}, hidden {hidden}, lr {lr:g}, seed {seed})"
+                                started = "".join(f", {key} {value}" for key, value in start.items())
+                                where = f"grid[{i}] ({task}, {model}, hidden {hidden}, lr {lr:g}{started}, seed {seed})"
                                 out.append((i, where, from_dict(RunConfig, data, where)))
         return out
 
@@ -619,6 +644,25 @@ def _plain(value: Any) -> Any:
 
 def config_hash(data: Any, length: int = 8) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:length]
+
+
+# Grid-block and halving keys added after profiles had reports, with the value every earlier profile had: a profile
+# that leaves them there keeps the hash its reports name (profile_hash).
+LATER_BLOCK_KEYS = {"starts": []}
+LATER_HALVING_KEYS = {"seeds_together": False}
+
+
+def profile_hash(sweep: SweepConfig) -> str:
+    """The hash a report names its profile by: of the profile as plain data, less the keys of
+    :data:`LATER_BLOCK_KEYS` and :data:`LATER_HALVING_KEYS` at their earlier value."""
+    data = to_dict(sweep)
+    for block in data["grid"]:
+        for key, value in LATER_BLOCK_KEYS.items():
+            if block.get(key) == value:
+                del block[key]
+        if block.get("halving"):
+            block["halving"] = _without_later_keys(block["halving"], LATER_HALVING_KEYS)
+    return config_hash(data)
 
 
 def from_dict(cls: type, data: Any, path: str = ""):

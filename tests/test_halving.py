@@ -90,7 +90,7 @@ def test_two_rungs_and_a_failed_rate_that_stands_last(tmp_path):
 
 @pytest.mark.parametrize("halving, message", [
     ({"at": [20, 10], "keep": [2, 1]}, "halving.at must be positive and increasing"),
-    ({"at": [20], "keep": [3]}, "halving.keep must decrease from below the block's 3 learning rate"),
+    ({"at": [20], "keep": [3]}, "halving.keep must decrease from below the block's 3 setting"),
     ({"at": [20], "keep": [1, 1]}, "must list one value per rung"),
     ({"at": [25], "keep": [1]}, r"halving.at \[25\] must be multiples of perplexity_every \(10\) below max_batches"),
     ({"at": [40], "keep": [1]}, "below max_batches"),

@@ -25,6 +25,7 @@ from pipeline.training.stopping import (
     plateau_stop,
     plateau_window,
     plateaued,
+    pruned_by_first_rule,
     should_prune,
     still_falling,
     still_improving,
@@ -38,16 +39,67 @@ def private_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
 
 
-@pytest.mark.parametrize("step, first, now, pruned", [
-    (2000, 128.0, 120.0, True),    # still on the uniform plateau
-    (2000, 128.0, 64.0, False),    # exactly half: not above the ratio
-    (2000, 128.0, 47.0, False),    # left the plateau (the DeQue seed of the training notes)
-    (1900, 128.0, 120.0, False),   # not a pruning checkpoint
-    (2000, NAN, 120.0, False),     # no first window yet
-    (2000, 128.0, NAN, False),     # a NaN loss fails a run; pruning never decides on it
+def prune_rule(**training):
+    """The cpu profile's pruning settings: at 2,000 and 4,000 batches, 0.9 x the first window's, tolerance 2%."""
+    settings = dict(prune_at=[2000, 4000], prune_ratio=0.9, plateau_tolerance=0.02)
+    settings.update(training)
+    return from_dict(RunConfig, {"training": settings}).training
+
+
+def windows(values, start=100, every=100):
+    """A perplexity log: one (batch, perplexity) per 100-batch window, the first at ``start``."""
+    return [(start + i * every, v) for i, v in enumerate(values)]
+
+
+def noisy(level, spread, n, seed=0):
+    rng = random.Random(seed)
+    return [level + rng.gauss(0, spread) for _ in range(n)]
+
+
+# The cpu profile's bigram-flipping Stack, lr 5e-4 (reports/cpu/finished_runs/bigram_flip-stack-h256-lr0.0005-s0-*):
+# falling about a point a window, pruned by version 1 at 116.3 against its threshold 115.46.
+BIGRAM_STACK = [128.289, 127.639, 126.917, 126.774, 126.230, 125.820, 125.383, 125.357, 124.761, 124.604,
+                125.423, 124.042, 123.522, 123.180, 122.269, 121.674, 120.286, 119.534, 117.963, 116.335]
+
+
+@pytest.mark.parametrize("log, pruned", [
+    # must prune: flat on the plateau, far above the threshold (115.5), any noise
+    (windows([128.0] + noisy(125.0, 0.5, 19)), True),
+    # must prune: far above the threshold by more than its spread, though falling a little (128 -> 124)
+    (windows([128.0 - 0.2 * i for i in range(20)]), True),
+    # must prune: flat just above the threshold, its last window pushed below it by noise (version 1 kept it)
+    (windows([128.0] + [116.2, 115.9, 116.4, 116.1, 116.3, 115.8, 116.2, 116.0, 116.3]
+             + [116.0, 116.2, 116.1, 115.9, 116.3, 116.0, 116.2, 115.9, 116.1, 115.0]), True),
+    # must not prune: the bigram-flipping Stack, above its threshold by less than its spread and falling
+    (windows(BIGRAM_STACK), False),
+    # must not prune: left the plateau
+    (windows([128.0 - 4 * i for i in range(20)]), False),
+    # must not prune: just above the threshold by less than its spread, still falling (noise cannot flip it)
+    (windows([128.0 - 0.65 * i + (0.8 if i % 2 else -0.8) for i in range(20)]), False),
 ])
-def test_should_prune(step, first, now, pruned):
-    assert should_prune(step, (2000, 4000), 0.5, first, now) is pruned
+def test_pruning_prunes_only_beyond_the_spread_or_when_not_falling(log, pruned):
+    assert should_prune(2000, prune_rule(), log) is pruned
+
+
+def test_version_1_of_the_pruning_rule_failed_these_curves():
+    # what the two curves that decide issue 78's item 3 did under the rule before: the bigram Stack was pruned, the
+    # flat run with a lucky last window was not
+    first, threshold = 128.0, 0.9 * 128.0
+    lucky = [116.0, 116.2, 116.1, 115.9, 116.3, 116.0, 116.2, 115.9, 116.1, 115.0]
+    assert pruned_by_first_rule(2000, (2000, 4000), 0.9, BIGRAM_STACK[0], BIGRAM_STACK[-1])
+    assert not pruned_by_first_rule(2000, (2000, 4000), 0.9, first, lucky[-1]) and lucky[-1] < threshold
+    assert not should_prune(2000, prune_rule(), windows(BIGRAM_STACK))
+    assert should_prune(2000, prune_rule(), windows([first] + [116.2] * 9 + lucky))
+
+
+@pytest.mark.parametrize("step, log", [
+    (1900, windows([128.0] + [125.0] * 18)),            # not a pruning checkpoint
+    (2000, windows([math.nan] + [125.0] * 19)),         # no first window
+    (2000, windows([128.0] + [125.0] * 18 + [math.nan])),  # a NaN loss fails a run; pruning never decides on it
+    (2000, windows([128.0] + [125.0] * 17)),            # the log does not reach the checkpoint
+])
+def test_pruning_never_decides_without_its_windows(step, log):
+    assert not should_prune(step, prune_rule(), log)
 
 
 def rule(**training):
@@ -213,7 +265,8 @@ def test_prune_checkpoints_are_validated():
     with pytest.raises(ConfigError, match=r"training.prune_ratio must lie in \(0, 1\), got 1.5"):
         from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
     text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
-    assert "pruned at batch 2,000 if training perplexity > 0.5 × its first window's" in text
+    assert ("pruned at batch 2,000 if training perplexity is above 0.5 × its first window's by more than its spread"
+            in text)
     assert ("plateau once training perplexity has not beaten its reference by 1% for a window of 3 evaluations (3,000 "
             "batches) or 10% of the batches trained, the larger, and its mean over that window is within 1% of the "
             "window before's (and its cross-entropy's, beyond the windows' noise) (counted from batch 2,000)" in text)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import MODEL_NAMES, SweepConfig, config_hash, to_dict
+from pipeline.config import MODEL_NAMES, SweepConfig, profile_hash
 from pipeline.files import atomic_write_text, save_figure
 from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
 from pipeline.provenance import machine_label, provenance
@@ -774,7 +774,7 @@ def profile_header(sweep: SweepConfig, config_file: str | Path, command: str | N
     its config hash. ``command``: the command that makes the report, not the one typed (--force or a path spelled
     another way changes nothing in it, and a regenerated report should be the committed one byte for byte)."""
     return provenance(command or f"transduce report {config_file}", inputs=(config_file,)) + (
-        f" Profile `{config_file}` (config hash `{config_hash(to_dict(sweep))}`). Run commits are listed per run in "
+        f" Profile `{config_file}` (config hash `{profile_hash(sweep)}`). Run commits are listed per run in "
         "`all_runs.csv`.")
 
 

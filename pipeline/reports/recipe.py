@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import SweepConfig, config_hash, to_dict
+from pipeline.config import SweepConfig, profile_hash
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, memory_of
 from pipeline.provenance import provenance
@@ -200,7 +200,7 @@ def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: P
     counts = runs.state.value_counts()
     lines = [f"# Study: `{sweep.name}`", "",
              provenance(command or f"transduce study {config_file}", inputs=(config_file,))
-             + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); run directories "
+             + f" Config `{config_file}` (hash `{profile_hash(sweep)}`); run directories "
              f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder. The commit(s) each run was trained at "
              "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",
              f"{len(runs)} runs: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ".", "",

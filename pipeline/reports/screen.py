@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import SweepConfig, config_hash, to_dict
+from pipeline.config import SweepConfig, profile_hash
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES
 from pipeline.provenance import provenance
@@ -87,7 +87,7 @@ def write_screen_report(sweep: SweepConfig, config_file: str | Path, runs_root: 
                                                 for r in helping.itertuples()) + "."
     lines = [f"# Screen: `{sweep.name}`", "", f"**{verdict}**", "",
              provenance(command or f"transduce screen {config_file}", inputs=(config_file,))
-             + f" Config `{config_file}` (hash `{config_hash(to_dict(sweep))}`); per-run numbers and commits in "
+             + f" Config `{config_file}` (hash `{profile_hash(sweep)}`); per-run numbers and commits in "
              "[runs.csv](runs.csv).", "", sweep.description.strip(), "",
              f"Training perplexity: the mean of the last {END_WINDOWS} 100-batch windows; × baseline: against the "
              "same task's baseline at the same batch. Accuracies: the final evaluation of the best checkpoint (by "

@@ -12,10 +12,12 @@ from pipeline.rundir import RunDir, stop_reason
 from pipeline.training.results import TRAIN_PERPLEXITY, logged_values
 from pipeline.training.stopping import (
     PLATEAU_RULE,
+    PRUNE_RULE,
     left_start,
     legacy_plateau_stop,
     plateau_stop,
     plateau_window,
+    should_prune,
 )
 
 
@@ -69,6 +71,21 @@ def rejudged_stop(run_dir: Path) -> bool:
     if results is None or stop_reason(results) != "plateau" or results["plateau_rule"] >= PLATEAU_RULE:
         return False
     return replay(run_dir).stop is None
+
+
+def rejudged_prune(run_dir: Path) -> bool:
+    """Whether a run that version 1 of the pruning rule pruned is to train on: the rule in force
+    (:func:`~pipeline.training.stopping.should_prune`, version :data:`PRUNE_RULE`) would not have pruned it at the
+    checkpoint where it stopped. A run it prunes there too stands; one judged by the rule in force already (its
+    results record ``prune_rule``), or stopped for another reason, is left as it is."""
+    folder = RunDir(run_dir)
+    results = folder.read_results()
+    if results is None or stop_reason(results) != "pruned" or results.get("prune_rule", 1) >= PRUNE_RULE:
+        return False
+    training = folder.read_config().training
+    windows = [(b, p) for b, p in logged_values(folder.read_metrics(), TRAIN_PERPLEXITY)
+               if b <= results["batches"] and b % training.perplexity_every == 0]
+    return not should_prune(results["batches"], training, windows)
 
 
 ARCHIVES = ("reports/cpu/finished_runs", "reports/gpu/lstm/finished_runs", "reports/recipe/finished_runs",

@@ -90,12 +90,12 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
     """Fill the evaluation-set cache for the grid's tasks (once, here, rather than in every worker), write every
     run's config.yaml (checking a directory is not another config's; a raised budget is recorded, and the run
     extended) and list the runs to execute (``retry_pruned``: pruned runs are reopened and continue; a run that an
-    older version of the plateau rule stopped where the rule in force would not is reopened too, and trains on
-    (:func:`pipeline.reports.stops.rejudged_stop`); ``only``:
+    older version of the plateau rule stopped, or of the pruning rule pruned, where the rule in force would not is
+    reopened too, and trains on (:mod:`pipeline.reports.stops`: ``rejudged_stop``, ``rejudged_prune``); ``only``:
     shell-style patterns on run ids, the runs matching none are left alone, so a grid can be split between
     machines, its deep LSTMs on a GPU say)."""
     from pipeline.data.cache import generate_eval_sets
-    from pipeline.reports.stops import rejudged_stop
+    from pipeline.reports.stops import rejudged_prune, rejudged_stop
     from pipeline.training.runlife import claim_run_directory, reopen_run
 
     check_only(sweep, only)
@@ -110,7 +110,8 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
             continue
         if status.state != "running":  # a running run's worker owns its config until it ends
             claim_run_directory(status.config, status.run_dir)
-        rejudged = status.state == "finished" and rejudged_stop(status.run_dir)
+        rejudged = ((status.state == "finished" and rejudged_stop(status.run_dir))
+                    or (status.state == "pruned" and rejudged_prune(status.run_dir)))
         if (status.state == "pruned" and retry_pruned) or rejudged:
             reopen_run(status.run_dir)
             todo.append(status.run_dir)

@@ -1,14 +1,15 @@
-"""Successive halving over a grid block's learning rates (:class:`pipeline.config.Halving`), planned from the runs'
-own files.
+"""Successive halving over a grid block's learning rates and memory starts (:class:`pipeline.config.Halving`),
+planned from the runs' own files.
 
-A *bracket* is the runs of one block that differ only in the learning rate. Every run of a bracket trains to the
-first rung; once all of them have got there (or stopped before it, or failed), the ``keep`` with the lowest
-training perplexity go on to the next rung, the others stop where they are; after the last rung the survivors train
-to the block's ``max_batches``. The plan is read again from the runs' folders whenever it is asked for, so a sweep
-killed anywhere resumes the same plan. A rung once decided stays decided: each run's standing there is written into
-its folder (``rungs.json``) the first time the plan sees the rung decided, and read from there ever after, so a run
-trained again from batch 0 (its checkpoint lost; on another CPU its floats, hence its log, differ) never re-opens a
-rung its first log decided.
+A *bracket* is the runs of one block that differ only in their *setting*: the learning rate and the start
+(``GridBlock.starts``); with ``seeds_together``, the seed too, so that a setting's seeds go on or stop together.
+Every run of a bracket trains to the first rung; once all of them have got there (or stopped before it, or failed),
+the ``keep`` settings with the lowest training perplexity (the mean over a setting's seeds) go on to the next rung,
+the others stop where they are; after the last rung the survivors train to the block's ``max_batches``. The plan
+is read again from the runs' folders whenever it is asked for, so a sweep killed anywhere resumes the same plan. A
+rung once decided stays decided: each run's standing there is written into its folder (``rungs.json``) the first
+time the plan sees the rung decided, and read from there ever after, so a run trained again from batch 0 (its
+checkpoint lost; on another CPU its floats, hence its log, differ) never re-opens a rung its first log decided.
 
 The sweep asks :func:`halving_plan` for each run's budget now and whether halving stopped it
 (:mod:`pipeline.sweep.status` turns that into the run's state: a run cut at a rung is *pruned*).
@@ -16,6 +17,7 @@ The sweep asks :func:`halving_plan` for each run's budget now and whether halvin
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,17 +38,30 @@ class Budget:
 
 
 def brackets(sweep: SweepConfig) -> list[tuple[object, list[RunConfig]]]:
-    """(the block's Halving, its runs that differ only in lr) for every bracket of the profile, in grid order."""
+    """(the block's Halving, its runs that differ only in their setting) for every bracket of the profile, in grid
+    order."""
     groups: dict[tuple, list[RunConfig]] = {}
     halvings = {}
     for index, _, run in sweep.runs_by_block():
         halving = sweep.grid[index].halving
         if halving is None:
             continue
-        key = (index, run.task, run.model.name, run.model.hidden, run.training.seed)
+        key = (index, run.task, run.model.name, run.model.hidden)
+        if not halving.seeds_together:
+            key += (run.training.seed,)
         groups.setdefault(key, []).append(run)
         halvings[key] = halving
     return [(halvings[key], runs) for key, runs in groups.items()]
+
+
+def settings(runs: list[RunConfig]) -> list[list[RunConfig]]:
+    """A bracket's runs grouped by setting (everything but the seed), in grid order: the units a rung ranks."""
+    groups: dict[str, list[RunConfig]] = {}
+    for run in runs:
+        identity = run.identity()
+        identity["training"] = {k: v for k, v in identity["training"].items() if k != "seed"}
+        groups.setdefault(json.dumps(identity, sort_keys=True, default=str), []).append(run)
+    return list(groups.values())
 
 
 def standing_at(run_dir: Path, rung: int) -> float | None:
@@ -79,23 +94,31 @@ def standing_at(run_dir: Path, rung: int) -> float | None:
     return sum(window) / len(window) if window else math.inf
 
 
+def setting_rank(group: list[RunConfig], standings: dict[str, float]) -> tuple[float, str]:
+    """Where a setting stands at a rung: the mean of its runs' standings (a failed run's, infinite, puts it last),
+    ties to the setting with the lower run id."""
+    values = [standings[run.run_id()] for run in group]
+    return sum(values) / len(values), min(run.run_id() for run in group)
+
+
 def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
     """Run id -> its :class:`Budget` now, for every run of a block with halving (runs of other blocks are absent:
     their budget is their config's)."""
     plan: dict[str, Budget] = {}
     for halving, runs in brackets(sweep):
-        alive = list(runs)
+        alive = settings(runs)
         for rung, keep in zip(halving.at, halving.keep):
-            standings = {run.run_id(): standing_at(root / run.run_id(), rung) for run in alive}
+            standings = {run.run_id(): standing_at(root / run.run_id(), rung) for group in alive for run in group}
             if any(value is None for value in standings.values()):  # the rung is not decided yet: all train to it
-                plan.update({run.run_id(): Budget(rung, False) for run in alive})
+                plan.update({run.run_id(): Budget(rung, False) for group in alive for run in group})
                 break
-            for run in alive:  # decided: recorded where each run's folder is, and read from there from now on
-                if (root / run.run_id()).is_dir():
-                    RunDir(root / run.run_id()).record_rung(rung, standings[run.run_id()])
-            ranked = sorted(alive, key=lambda run: (standings[run.run_id()], run.run_id()))
-            plan.update({run.run_id(): Budget(rung, True) for run in ranked[keep:]})
+            for run_id, standing in standings.items():  # decided: recorded where each run's folder is, and read
+                if (root / run_id).is_dir():             # from there from now on
+                    RunDir(root / run_id).record_rung(rung, standing)
+
+            ranked = sorted(alive, key=lambda group, at=standings: setting_rank(group, at))
+            plan.update({run.run_id(): Budget(rung, True) for group in ranked[keep:] for run in group})
             alive = ranked[:keep]
         else:
-            plan.update({run.run_id(): Budget(run.training.max_batches, False) for run in alive})
+            plan.update({run.run_id(): Budget(run.training.max_batches, False) for group in alive for run in group})
     return plan

@@ -60,7 +60,7 @@ from pipeline.training.population import (
 )
 from pipeline.training.runlife import read_checkpoint, record_commit
 from pipeline.training.step import make_optimizer, take_step
-from pipeline.training.stopping import PLATEAU_RULE
+from pipeline.training.stopping import PLATEAU_RULE, PRUNE_RULE
 
 EVAL_SPLITS = ("train", "test", "long")
 MONITOR_STATE = "TrainingMonitor"  # the key of a member's monitor state in its checkpoint's "callbacks"
@@ -235,6 +235,7 @@ def final_results(module: TransductionModule, monitor: TrainingMonitor, batches:
         "stopped_early": monitor.stopped_early,
         "stop_reason": monitor.stop_reason or "budget",
         "plateau_rule": PLATEAU_RULE,
+        "prune_rule": PRUNE_RULE,
         "train_seconds": round(monitor.elapsed, 1),
         "eval_seconds": round(time.monotonic() - started, 1),
         **cpu_seconds,  # the same, in the process's CPU time: the waits for a shared core left out (None: unknown)

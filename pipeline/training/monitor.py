@@ -136,7 +136,7 @@ class TrainingMonitor:
         metrics = {}
         if step % t.perplexity_every == 0:
             metrics.update(self._close_window(module, step))
-            if should_prune(step, t.prune_at, t.prune_ratio, self.first_perplexity, self.last_perplexity):
+            if should_prune(step, t, self.windows or []):
                 self._stop(trainer, "pruned")
         if step % t.eval_every == 0:
             metrics.update(self._evaluate(trainer, module, step))

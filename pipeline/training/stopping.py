@@ -15,9 +15,11 @@ A run ends for one of :data:`STOP_REASONS`:
   ``plateau_after_leaving_start`` (the deep LSTMs, which have no pruning), once the run has left its starting plateau
   (:func:`left_start`): an LSTM sits near the uniform guess for thousands of batches before it learns anything (the
   paper's Fig. 2b), and stopping it there says nothing about where it converges;
-* ``pruned``: at one of the batches listed in ``prune_at``, its training perplexity was still above
-  ``prune_ratio`` × its first window's: still on the initial plateau, so the budget goes to runs that are learning.
-  A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
+* ``pruned``: at one of the batches listed in ``prune_at``, it is still on its initial plateau by
+  :func:`should_prune` (version :data:`PRUNE_RULE`): its training perplexity is above its threshold
+  (``prune_ratio`` × its first window's) by more than its own recent spread, or above it and no longer falling; so
+  the budget goes to runs that are learning, and no noisy window decides. A pruned run is not failed:
+  ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
 * ``budget``: it trained ``max_batches``.
 
 Only the training perplexity and training-length accuracy decide (the paper's own criteria, §4.4–5): test-length
@@ -64,13 +66,61 @@ def left_start(first_perplexity: float, perplexity: float, ratio: float = LEFT_S
     return perplexity <= ratio * first_perplexity
 
 
-def should_prune(step: int, prune_at: Sequence[int], ratio: float, first_perplexity: float,
-                 perplexity: float) -> bool:
-    """At a pruning checkpoint, whether the run is still on its initial plateau: perplexity above ``ratio`` times
-    its first window's. A NaN perplexity is never pruned here (a NaN loss fails the run instead)."""
+# The version of the pruning rule that results.json records (``prune_rule``; absent: 1). Version 1 pruned a run
+# whose last 100-batch window was above the threshold, by any margin: the cpu profile's two bigram-flipping Stacks were
+# pruned at 116.3 and 116.6 against 115.5 while falling a point a window (reports/cpu/evidence.md). A run pruned by
+# version 1 that version 2 would have kept trains on when its sweep runs (pipeline.reports.stops.rejudged_prune).
+PRUNE_RULE = 2
+# The windows a pruning decision reads: the last 10 (1,000 batches at the usual 100) for the run's recent spread, and
+# the 10 before them for its trend.
+PRUNE_WINDOWS = 10
+
+
+def prune_threshold(ratio: float, first_perplexity: float) -> float:
+    """The perplexity above which a run may be on its initial plateau: ``ratio`` times its first window's."""
+    return ratio * first_perplexity
+
+
+def should_prune(step: int, training, windows: Sequence[tuple[int, float]]) -> bool:
+    """At a pruning checkpoint (``step`` in ``training.prune_at``), whether the run is still on its initial plateau,
+    given its training-perplexity log ``windows`` ((batch, perplexity) of every window closed so far). With ``T`` =
+    :func:`prune_threshold`, ``p`` the window ending at ``step``, ``s`` the standard deviation of the last
+    :data:`PRUNE_WINDOWS` windows (its own recent spread, trend included) and *falling* = :func:`still_improving` over
+    the last ``2 ×`` :data:`PRUNE_WINDOWS` windows at the run's ``plateau_tolerance``, it is pruned when either
+
+    1. ``p - T > s``: above the threshold by more than its spread, so one spread of luck would not have saved it; or
+    2. the mean of the last :data:`PRUNE_WINDOWS` windows is above ``T`` and the run is not *falling*: sitting on the
+       plateau, whichever side of ``T`` its last window's noise put it.
+
+    A run just above ``T`` and still falling (the bigram-flipping Stacks at 116.3 against 115.5) is kept; a flat one
+    just below ``T`` by a lucky window is pruned. NaN windows are left out; a NaN first window or last window never
+    prunes (a NaN loss fails the run instead)."""
+    if step not in training.prune_at:
+        return False
+    upto = [(b, p) for b, p in windows if b <= step]
+    if not upto or upto[-1][0] != step:
+        return False
+    first, last = upto[0][1], upto[-1][1]
+    if math.isnan(first) or math.isnan(last):
+        return False
+    threshold = prune_threshold(training.prune_ratio, first)
+    values = [p for _, p in upto if not math.isnan(p)]
+    recent = values[-PRUNE_WINDOWS:]
+    mean = sum(recent) / len(recent)
+    spread = math.sqrt(sum((p - mean) ** 2 for p in recent) / (len(recent) - 1)) if len(recent) > 1 else 0.0
+    if last - threshold > spread:
+        return True
+    falling = still_improving(values[-2 * PRUNE_WINDOWS:], window=PRUNE_WINDOWS, tolerance=training.plateau_tolerance)
+    return mean > threshold and not falling
+
+
+def pruned_by_first_rule(step: int, prune_at: Sequence[int], ratio: float, first_perplexity: float,
+                         perplexity: float) -> bool:
+    """Version 1 of the pruning rule, kept only to tell which archived runs it pruned that :func:`should_prune` would
+    have kept: the window at ``step`` above ``ratio`` times the first window's, by any margin."""
     if step not in prune_at or math.isnan(first_perplexity) or math.isnan(perplexity):
         return False
-    return perplexity > ratio * first_perplexity
+    return perplexity > prune_threshold(ratio, first_perplexity)
 
 
 def improves(perplexity: float, on: float, tolerance: float) -> bool:
@@ -264,6 +314,7 @@ def describe(training) -> str:
                      f"{window}, and its mean over that window is within {tolerance} of the window before's (and its "
                      f"cross-entropy's, beyond the windows' noise){after}")
     if training.prune_at:
-        parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity "
-                     f"> {training.prune_ratio:g} × its first window's")
+        parts.append(f"pruned at batch {', '.join(f'{b:,}' for b in training.prune_at)} if training perplexity is "
+                     f"above {training.prune_ratio:g} × its first window's by more than its spread over the last "
+                     f"{PRUNE_WINDOWS} windows, or above it and not falling")
     return "; ".join(parts)
