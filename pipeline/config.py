@@ -290,11 +290,20 @@ class TrainingConfig:
         for key in ("plateau_tolerance", "prune_ratio"):
             if not 0 < getattr(self, key) < 1:
                 raise ConfigError(f"{path}.{key} must lie in (0, 1), got {getattr(self, key)!r}")
+        # A checkpoint at or past the budget never fires; a run's folder may hold one (a run cut at a rung of
+        # successive halving trains to the rung with its block's checkpoints), what a user writes may not
+        # (check_prune_checkpoints, where a profile or a command's config is read).
         for i, batch in enumerate(self.prune_at):
-            if not 0 < batch < self.max_batches or batch % self.perplexity_every:
-                raise ConfigError(f"{path}.prune_at[{i}] must be a multiple of perplexity_every "
-                                  f"({self.perplexity_every}) between 0 and max_batches ({self.max_batches}), "
-                                  f"got {batch!r}")
+            if batch <= 0 or batch % self.perplexity_every:
+                raise ConfigError(f"{path}.prune_at[{i}] must be a positive multiple of perplexity_every "
+                                  f"({self.perplexity_every}), got {batch!r}")
+
+    def check_prune_checkpoints(self, path: str) -> None:
+        """Refuse a pruning checkpoint that the budget never reaches (a typo, or a budget cut below it)."""
+        for i, batch in enumerate(self.prune_at):
+            if batch >= self.max_batches:
+                raise ConfigError(f"{path}.prune_at[{i}] must lie below max_batches ({self.max_batches}): a run never "
+                                  f"reaches it; got {batch!r}")
         if not 0 < self.early_stop_coarse <= 1:
             raise ConfigError(f"{path}.early_stop_coarse must lie in (0, 1], got {self.early_stop_coarse!r}")
         if self.early_stop_patience < 0:
@@ -570,6 +579,7 @@ class SweepConfig:
                 raise ConfigError(f"{where}: halving.at {list(halving.at)} must be multiples of perplexity_every "
                                   f"({run.training.perplexity_every}) below max_batches "
                                   f"({run.training.max_batches})")
+            run.training.check_prune_checkpoints(f"{where}: training")
             if run.run_id() in seen:
                 raise ConfigError(f"{where} repeats run {run.run_id()} already listed by {seen[run.run_id()]}")
             seen[run.run_id()] = where
@@ -713,7 +723,9 @@ def resolve_run_config(file: str | Path | RunConfig | None = None, **overrides: 
         for parent in parents:
             node = node[parent]
         node[leaf] = value
-    return from_dict(RunConfig, data)
+    config = from_dict(RunConfig, data)
+    config.training.check_prune_checkpoints("training")
+    return config
 
 
 def _merged(base: dict, update: dict) -> dict:

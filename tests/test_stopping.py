@@ -9,7 +9,7 @@ import shutil
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, RunConfig, from_dict, to_dict
+from pipeline.config import ConfigError, RunConfig, from_dict, resolve_run_config, to_dict
 from pipeline.reports.stops import rejudged_stop
 from pipeline.sweep import load_sweep, run_local, sweep_status
 from pipeline.training.run import train
@@ -258,10 +258,16 @@ def test_still_improving_looks_at_the_last_windows():
 
 
 def test_prune_checkpoints_are_validated():
-    with pytest.raises(ConfigError, match=r"training.prune_at\[0\] must be a multiple of perplexity_every \(100\)"):
+    with pytest.raises(ConfigError, match=r"training.prune_at\[0\] must be a positive multiple of perplexity_every "
+                                          r"\(100\)"):
         from_dict(RunConfig, {"training": {"prune_at": [150]}})
-    with pytest.raises(ConfigError, match=r"training.prune_at\[0\] .* between 0 and max_batches \(1000\)"):
-        from_dict(RunConfig, {"training": {"prune_at": [2000], "max_batches": 1000}})
+    # past the budget: refused where a user's config is read (a command's, a profile's) ...
+    assert resolve_run_config(None, max_batches=1000).training.prune_at == ()
+    with pytest.raises(ConfigError, match=r"training.prune_at\[0\] must lie below max_batches \(1000\)"):
+        resolve_run_config(RunConfig(training=from_dict(RunConfig, {"training": {"prune_at": [2000]}}).training),
+                           max_batches=1000)
+    # ... and read back from a run folder, where a halving rung's budget may stop short of the block's checkpoints
+    assert from_dict(RunConfig, {"training": {"prune_at": [2000], "max_batches": 1000}}).training.max_batches == 1000
     with pytest.raises(ConfigError, match=r"training.prune_ratio must lie in \(0, 1\), got 1.5"):
         from_dict(RunConfig, {"training": {"prune_ratio": 1.5}})
     text = describe(from_dict(RunConfig, {"training": {"prune_at": [2000], "plateau_patience": 3}}).training)
