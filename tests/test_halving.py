@@ -202,3 +202,80 @@ def test_a_promoted_run_whose_last_worker_is_still_closing_is_offered_when_that_
     assert local.replan(sweep, runs, (), configs, attempted, busy={dirs[0]}) == dirs[1:]
     assert local.replan(sweep, runs, (), configs, attempted) == dirs[:1]
     assert local.replan(sweep, runs, (), configs, attempted) == []
+
+
+def test_a_blocks_starts_are_an_axis_of_its_runs_and_of_its_brackets(tmp_path, monkeypatch):
+    """Issue 78's equal search: the runs of a block differ in lr x start, and with seeds_together a setting's seeds go
+    on or stop together, ranked by the mean of their standings."""
+    import pipeline.sweep.halving as halving
+
+    path = halving_profile(tmp_path, {"at": [10], "keep": [1], "seeds_together": True}, lrs=(1e-2, 1e-3),
+                           seeds=(0, 1))
+    data = yaml.safe_load(path.read_text())
+    data["grid"][0]["models"] = ["stack"]
+    data["grid"][0]["starts"] = [{"push_bias": None}, {"push_bias": 1.0}]
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    runs = sweep.runs()
+    assert len(runs) == 8 and len({run.run_id() for run in runs}) == 8
+    assert {(run.training.lr, run.model.push_bias) for run in runs} == {
+        (1e-3, None), (1e-3, 1.0), (1e-2, None), (1e-2, 1.0)}
+    # one bracket of four settings, each of two seeds
+    [(_, bracket)] = halving.brackets(sweep)
+    groups = halving.settings(bracket)
+    assert len(groups) == 4 and all(sorted(run.training.seed for run in group) == [0, 1] for group in groups)
+    # seed 0 of (1e-2, null) is the best single run, but its seed 1 is the worst: the setting whose two seeds are
+    # better on average goes on, both its seeds with it
+    standing = {(1e-2, None, 0): 10.0, (1e-2, None, 1): 90.0, (1e-3, 1.0, 0): 20.0, (1e-3, 1.0, 1): 30.0,
+                (1e-2, 1.0, 0): 50.0, (1e-2, 1.0, 1): 50.0, (1e-3, None, 0): 60.0, (1e-3, None, 1): 60.0}
+    by_id = {run.run_id(): standing[(run.training.lr, run.model.push_bias, run.training.seed)] for run in runs}
+    monkeypatch.setattr(halving, "standing_at", lambda run_dir, rung: by_id[run_dir.name])
+    plan = halving.halving_plan(sweep, tmp_path / "runs")
+    went_on = {(r.training.lr, r.model.push_bias, r.training.seed) for r in runs if not plan[r.run_id()].halved}
+    assert went_on == {(1e-3, 1.0, 0), (1e-3, 1.0, 1)}
+    assert all(plan[r.run_id()].batches == (40 if not plan[r.run_id()].halved else 10) for r in runs)
+    # a rung undecided for one seed holds the whole bracket at the rung
+    by_id[runs[0].run_id()] = None
+    assert {b.batches for b in halving.halving_plan(sweep, tmp_path / "runs").values()} == {10}
+
+
+def test_a_block_without_seeds_together_keeps_a_bracket_per_seed(tmp_path):
+    from pipeline.sweep.halving import brackets
+
+    sweep = load_sweep(halving_profile(tmp_path, {"at": [10], "keep": [1]}, lrs=(1e-2, 1e-3), seeds=(0, 1)))
+    assert sorted(len(runs) for _, runs in brackets(sweep)) == [2, 2]
+
+
+@pytest.mark.parametrize("starts, message", [
+    ([{"push_bias": 1.0}, {"push_bias": 1.0}], "starts lists a start twice"),
+    ([{"forget_bias": 1.0}], r"starts\[0\] must map some of pop_bias, push_bias, bottom_push_bias, bottom_pop_bias"),
+    ([{}], r"starts\[0\] must map some of"),
+])
+def test_a_bad_start_is_refused_with_its_path(tmp_path, starts, message):
+    path = halving_profile(tmp_path, {"at": [10], "keep": [1]})
+    data = yaml.safe_load(path.read_text())
+    data["grid"][0]["starts"] = starts
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"grid\[0\]\." + message):
+        load_sweep(path)
+
+
+def test_keep_counts_settings_of_lr_times_start(tmp_path):
+    path = halving_profile(tmp_path, {"at": [10], "keep": [3]}, lrs=(1e-2, 1e-3))
+    with pytest.raises(ConfigError, match="below the block's 2 setting"):
+        load_sweep(path)
+    data = yaml.safe_load(path.read_text())
+    data["grid"][0]["starts"] = [{"pop_bias": -1.0}, {"pop_bias": -2.0}]
+    path.write_text(yaml.safe_dump(data))
+    assert len(load_sweep(path).runs()) == 4  # 2 rates x 2 starts: keep 3 of 4 is allowed
+
+
+@pytest.mark.parametrize("profile", ["baselines", "gpu-lstm"])
+def test_a_profile_without_the_later_keys_keeps_the_hash_its_report_names(profile):
+    """starts and seeds_together came after these reports were written: profile_hash leaves them out at their
+    earlier value, so the committed reports still name their profile's hash."""
+    from pipeline.config import profile_hash
+    from pipeline.paths import CONFIG_DIR
+
+    sweep = load_sweep(CONFIG_DIR / f"{profile}.yaml")
+    assert f"hash `{profile_hash(sweep)}`" in (sweep.reports_dir() / "README.md").read_text()

@@ -405,3 +405,33 @@ def test_still_falling_without_a_plateau_rule_reads_20_windows_or_a_tenth_of_the
     assert still_falling(falling, t, 4000) and not still_falling(flat, t, 4000)
     earlier = [(100 * k, 50 * 0.9 ** min(k, 150)) for k in range(1, 201)]  # flat from batch 15,000
     assert still_falling(earlier, t, 15000) and not still_falling(earlier, t, 20000)
+
+
+def test_a_run_version_1_pruned_and_version_2_keeps_is_rejudged(tmp_path):
+    """The cpu profile's bigram-flipping Stack (pruned at 116.3 against 115.46, falling) trains on when its sweep
+    runs; the same run flat on the plateau, or one the rule in force judged already, stands."""
+    import csv
+
+    from pipeline.paths import REPORTS_DIR
+    from pipeline.reports.stops import rejudged_prune
+
+    archived = next((REPORTS_DIR / "cpu/finished_runs").glob("bigram_flip-stack-h256-lr0.0005-s0-*"))
+    run = tmp_path / archived.name
+    shutil.copytree(archived, run)
+    assert rejudged_prune(run)
+    # flat on the plateau instead: version 2 prunes it too, so it stands
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    for row in rows:
+        if row["train/perplexity"]:
+            row["train/perplexity"] = "128.0" if row["step"] == "100" else "125.0"
+    with (run / "metrics.csv").open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert not rejudged_prune(run)
+    # judged by the rule in force already
+    shutil.rmtree(run)
+    shutil.copytree(archived, run)
+    results = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**results, "prune_rule": 2}))
+    assert not rejudged_prune(run)
