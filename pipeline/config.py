@@ -78,8 +78,15 @@ class ProbeConfig:
     # quiet-bottom DeQue's top turned on reversal where with it heard the same seeds did not; copy needs that read
     # early. Models with one read ignore it.
     bottom_read_heard_from: int | None = None
+    # The ablation that tells a memory used from one unused (issue 78): every read the controller would hear is
+    # replaced by zeros (its input columns masked, so no gradient reaches their weights either), the memory otherwise
+    # as it is. Trained from the same seed to the same batch as a run, a curve that matches that run's says its
+    # memory was unused. Not stacked in a batched population.
+    read_zeroed: bool = False
 
     def validate(self, path: str) -> None:
+        if not isinstance(self.read_zeroed, bool):
+            raise ConfigError(f"{path}.read_zeroed must be true or false, got {self.read_zeroed!r}")
         if self.bottom_read_gain is not None and not 0 <= self.bottom_read_gain <= 1:
             raise ConfigError(f"{path}.bottom_read_gain must lie in [0, 1] (a scale of the initial weights) or be "
                               f"null, got {self.bottom_read_gain!r}")
@@ -390,7 +397,7 @@ LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fra
 # Training keys that add a measurement to a run's outputs and change nothing it trains or reports in Table 3: never
 # part of its identity (the runs of a profile that starts measuring keep their ids, and go on).
 MEASUREMENT_KEYS = ("far_eval_size",)
-LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None,
+LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None, "read_zeroed": False,
                     "source_order": "forward", "forget_bias": None,
                     # the Transformer's and the Joulin-Mikolov stack's, which came with them (docs/models.md)
                     "positional_encoding": "sinusoidal", "layers": 4, "heads": 4, "width": None, "feedforward": None,

@@ -9,9 +9,11 @@ from pipeline.models import build_model, products
 
 
 def pair_of_models(name, hidden=12, width=6):
-    # "deque, bottom read unheard": the DeQue whose bottom read's input columns are masked (bottom_read_heard_from)
-    name, _, unheard = name.partition(", ")
-    extra = dict(probes=ProbeConfig(bottom_read_heard_from=100)) if unheard else {}
+    # "deque, bottom read unheard": the DeQue whose bottom read's input columns are masked (bottom_read_heard_from);
+    # "..., read zeroed": the ablation whose every read is masked (read_zeroed)
+    name, _, probe = name.partition(", ")
+    extra = {"bottom read unheard": dict(probes=ProbeConfig(bottom_read_heard_from=100)),
+             "read zeroed": dict(probes=ProbeConfig(read_zeroed=True)), "": {}}[probe]
     torch.manual_seed(1)
     ref = build_model(ModelConfig(name=name, hidden=hidden, memory_width=width, embedding=5,
                                   implementation="reference", **extra), 11, 7).double()
@@ -179,3 +181,26 @@ def test_second_order_gradients_are_refused_not_wrong():
     out = fused(torch.randint(1, 11, (2, 6))).sum()
     grads = torch.autograd.grad(out, (fused.signals.weight, fused.controller.bias_ih), create_graph=True)
     assert all(type(g.grad_fn).__name__ == "Error" for g in grads)
+
+
+@pytest.mark.parametrize("name", ["stack", "queue", "deque"])
+def test_a_zeroed_read_is_never_heard(name):
+    """The ablation of issue 78: with probes.read_zeroed the outputs do not depend on what the memory holds (the
+    value head changed, the outputs the same), no gradient reaches the read's input weights or the memory's signal
+    head, and the outputs are those of the same model whose read input weights are zero."""
+    ref, fused = pair_of_models(f"{name}, read zeroed")
+    plain = build_model(ModelConfig(name=name, hidden=12, memory_width=6, embedding=5), 11, 7).double()
+    plain.load_state_dict({k: v for k, v in fused.state_dict().items() if k != "input_mask"})
+    reads = fused.memory.reads * 6
+    with torch.no_grad():
+        plain.controller.weight_ih[:, -reads:] = 0
+    inputs = torch.randint(1, 11, (3, 9), generator=torch.Generator().manual_seed(3))
+    out = fused(inputs)
+    torch.testing.assert_close(out, plain(inputs))
+    torch.testing.assert_close(ref(inputs), out)  # the reference path masks alike
+    out.square().sum().backward()
+    assert fused.controller.weight_ih.grad[:, -reads:].abs().max() == 0
+    assert fused.signals.weight.grad.abs().max() == 0  # push, pop and values change nothing the loss sees
+    with torch.no_grad():
+        fused.signals.weight.normal_()
+    torch.testing.assert_close(fused(inputs), out.detach())

@@ -146,6 +146,11 @@ def test_runs_that_cannot_share_a_model_are_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match=r"model.probes.bottom_read_heard_from \(100\) is not supported by a batched"):
         train_population([late, late], [tmp_path / "c", tmp_path / "d"], batched=True)
     assert not (tmp_path / "c").exists()
+    # likewise the ablation's reads masked for good (probes.read_zeroed)
+    zeroed = dataclasses.replace(late, model=dataclasses.replace(late.model, probes=ProbeConfig(read_zeroed=True)))
+    with pytest.raises(ConfigError, match=r"model.probes.read_zeroed is not supported by a batched"):
+        train_population([zeroed, zeroed], [tmp_path / "c", tmp_path / "d"], batched=True)
+    assert not (tmp_path / "c").exists()
     # the start biases are initial values, not shapes: runs that differ only there share a population
     stack = member("copy", 0, 1e-3, "stack")
     paper_start = dataclasses.replace(stack, model=dataclasses.replace(stack.model, push_bias=None))

@@ -63,6 +63,7 @@ class MemoryLSTM(TransductionModel):
         bottom_read_gain: float | None = None,
         value_gain: float | None = None,
         bottom_read_heard_from: int | None = None,
+        read_zeroed: bool = False,
     ) -> None:
         super().__init__(input_size, output_size, hidden, embedding, readout_width)
         if not isinstance(memory, MemoryKind):
@@ -105,8 +106,11 @@ class MemoryLSTM(TransductionModel):
             # initialisation, null meaning 0 here (they then grow from 0 after the batch, as the first runs with this
             # key did); at 1 the read comes in at nn.LSTMCell's start. A memory with one read ignores it.
             self.bottom_read_heard_from = bottom_read_heard_from if memory.reads > 1 else None
-            if self.bottom_read_heard_from is not None:
-                if bottom_read_gain is None:
+            # The ablation (probes.read_zeroed): every read column of the controller's input masked for good, as if
+            # each read were zeros; the memory is still written, and never heard.
+            self.read_zeroed = read_zeroed
+            if self.bottom_read_heard_from is not None or read_zeroed:
+                if self.bottom_read_heard_from is not None and bottom_read_gain is None:
                     self.controller.weight_ih[:, self._bottom_read].zero_()
                 self.register_buffer("input_mask", torch.ones(self.controller.weight_ih.shape[1]))
                 self.before_batch(0)
@@ -117,12 +121,15 @@ class MemoryLSTM(TransductionModel):
         """Called before training batch ``step + 1`` (``step`` batches done): hear the bottom read from its batch."""
         if self.bottom_read_heard_from is not None:
             self.input_mask[self._bottom_read] = float(step >= self.bottom_read_heard_from)
+        if self.read_zeroed:
+            self.input_mask[self.input_mask.shape[0] - self.memory.reads * self.memory_width:] = 0.0
 
     def controller_input_weight(self) -> Tensor:
         """The controller's input weights [W_ie | W_ir] as the step uses them: the bottom read's columns masked
-        while it is unheard (``bottom_read_heard_from``), so that no gradient reaches them."""
+        while it is unheard (``bottom_read_heard_from``), every read's for good under ``read_zeroed``, so that no
+        gradient reaches them."""
         w = self.controller.weight_ih
-        return w if self.bottom_read_heard_from is None else w * self.input_mask
+        return w if self.bottom_read_heard_from is None and not self.read_zeroed else w * self.input_mask
 
     # -- one step at a time: the reference definition ------------------------------------------------------------
 

@@ -106,11 +106,13 @@ def check_population(configs: list[RunConfig], run_dirs: list[Path], batched: bo
         if why is not None:
             raise ConfigError(f"{config.run_id()}: cannot be stacked as one batched population ({why}); train its "
                               "runs on their own, or one member after another (batched=False)")
-        heard_from = config.model.probes.bottom_read_heard_from
-        if batched and heard_from is not None:  # its mask follows each run's batch count
-            raise ConfigError(f"{config.run_id()}: model.probes.bottom_read_heard_from ({heard_from}) is not "
-                              "supported by a batched population; "
-                              "train the run on its own, or one member after another (batched=False)")
+        probes = config.model.probes
+        masked = [f"bottom_read_heard_from ({probes.bottom_read_heard_from})"] * (probes.bottom_read_heard_from
+                                                                                  is not None)
+        masked += ["read_zeroed"] * probes.read_zeroed
+        if batched and masked:  # a mask over each member's controller input, which the stacked step does not apply
+            raise ConfigError(f"{config.run_id()}: model.probes.{masked[0]} is not supported by a batched "
+                              "population; train the run on its own, or one member after another (batched=False)")
     keys = [population_key(c) for c in configs]
     for config, key in zip(configs, keys):
         if key != keys[0]:
