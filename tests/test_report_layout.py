@@ -61,9 +61,13 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     assert "Not measured, their twin another draw" in again and "Sequence copying, 1-layer LSTM: its twin (" in again
     assert "False" in (out / "far_lengths.csv").read_text()
     table3 = (out / "table3.md").read_text()
-    assert ("| Task | Model | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |"
+    assert ("| Task | Model | Size | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |"
             in table3.splitlines())
     copy_stack = next(line for line in table3.splitlines() if line.startswith("|  | Stack-LSTM |"))  # copy's
+    assert copy_stack.split(" | ")[2] == "h8"  # the selected run's size
+    # the search each memory cell got, read off its runs (the 1-layer LSTM is not a memory: not listed)
+    assert "| Sequence copying | Stack-LSTM | h8 | 0.01 | push +1 pop -1 | 0 | 1 | none |" in readme.splitlines()
+    assert "| Sequence copying | 1-layer LSTM | h8 |" not in readme.split("## The search each memory cell got")[1]
     assert re.search(r"\| \d\.\d\d \(0\.89\) \*?\*?[+−]\d\.\d\d\*?\*? \|", copy_stack)  # ours (paper) difference
     assert copy_stack.split(" | ")[-2] in VERDICT_MARKS.values()
     evidence = (out / "evidence.md").read_text()

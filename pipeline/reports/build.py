@@ -535,6 +535,43 @@ def stopping_table(sweep: SweepConfig) -> list[str]:
             *(f"| {' | '.join(key)} | {n} |" for key, n in sorted(rows.items(), key=lambda kv: -kv[1]))]
 
 
+MEMORY_MODELS = ("stack", "queue", "deque")
+
+
+def search_lines(runs: pd.DataFrame, sweep: SweepConfig) -> list[str]:
+    """What each memory cell was searched over, read off the grid's runs (all_runs): per task, memory and hidden size,
+    the learning rates, starts and seeds tried, how many runs that is, and the successive halving that spent them
+    (issue 78: every memory is searched alike where it has not learned). Empty when the grid has no memory model."""
+    halving = {}
+    for index, _, run in sweep.runs_by_block():
+        block = sweep.grid[index].halving
+        if block is not None:
+            halving[run.run_id()] = (f"at {', '.join(f'{b:,}' for b in block.at)}, keeping "
+                                     f"{', '.join(map(str, block.keep))}"
+                                     + (", seeds together" if block.seeds_together else ""))
+    memory = runs[runs.model.isin(MEMORY_MODELS)]
+    if memory.empty:
+        return []
+    lines = ["## The search each memory cell got", "",
+             "Per task, memory and size: the learning rates, starts (initial push and pop biases, as Table 3 names "
+             "them) and seeds its runs tried, and the successive halving that spent them, if any. A start or rate "
+             "listed was tried on at least one seed.", "",
+             "| task | model | size | learning rates | starts | seeds | runs | successive halving |",
+             "|---|---|---|---|---|---|---|---|"]
+    for task in TASK_NAMES:
+        for model in MEMORY_MODELS:
+            cell = memory[(memory.task == task) & (memory.model == model)]
+            for hidden in sorted(cell.hidden.unique()):
+                part = cell[cell.hidden == hidden]
+                rates = ", ".join(f"{lr:g}" for lr in sorted(part.lr.unique(), reverse=True))
+                starts = "; ".join(sorted(str(start) or "init" for start in part.start.fillna("").unique()))
+                seeds = ", ".join(str(int(seed)) for seed in sorted(part.seed.unique()))
+                rungs = sorted({halving[run_id] for run_id in part.run_id if run_id in halving})
+                lines.append(f"| {TASK_TITLES[task]} | {DISPLAY_NAMES[model]} | h{int(hidden)} | {rates} | {starts} | "
+                             f"{seeds} | {len(part)} | {'; '.join(rungs) or 'none'} |")
+    return lines + [""]
+
+
 def population_members(finished: pd.DataFrame) -> pd.Series:
     """Per finished run (rows of results), the runs of the population it trained in (1 alone). A population's members
     train in one process, each its wall time: each counts its share, its seconds over its members."""
@@ -888,7 +925,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
                          f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", *first_error_lines(table, root, out_dir)]
+    lines += ["", *search_lines(runs, sweep)]
+    lines += [*first_error_lines(table, root, out_dir)]
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "
               "than for benchmark LSTMs\" (§5). Here, per task and architecture:", "",

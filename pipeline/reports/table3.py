@@ -177,7 +177,8 @@ def start_of(model) -> str:
                 f"bottom push {bottom_push} pop {bottom_pop}")
     else:
         text = f"push {value(model.push_bias)} pop {value(model.pop_bias)}"
-    probes = [f"{key} {value}" for key, value in dataclasses.asdict(model.probes).items() if value is not None]
+    probes = [key if value is True else f"{key} {value}" for key, value in dataclasses.asdict(model.probes).items()
+              if value is not None and value is not False]  # a probe at its default (null, off) is not set
     return "; ".join([text, *probes, *options])
 
 
@@ -499,14 +500,16 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
         "",
         f"**{summary_line(table)}**",
         "",
+        "Size: the selected run's hidden size (the paper trained 256 and 512 and selected across both, §4.4, §5).",
+        "",
         f"Each value: ours (paper) and the difference, **bold** beyond {TOLERANCE}. Training = {eval_sizes} "
         "training-length sequences (source 8–64), testing = as many test-length ones (source 65–128), from the fixed "
         "cached sets. The selected run of a cell: its lowest average training perplexity (§5).",
         "",
         *legend(),
         "",
-        "| Task | Model | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Task | Model | Size | Training coarse | Training fine | Testing coarse | Testing fine | | Notes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for task in TASK_NAMES:
         for k, r in enumerate(table[table.task == task].itertuples()):
@@ -514,7 +517,8 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
             mark = VERDICT_MARKS.get(r.verdict, "—") if isinstance(r.verdict, str) else "—"
             note = ("not in this profile" if not r.in_profile else "no finished run" if pd.isna(r.run_id)
                     else r.notes if isinstance(r.notes, str) else "")
-            lines.append(f"| {titles.get(task, task) if k == 0 else ''} | {DISPLAY_NAMES[r.model]} | "
+            size = "—" if pd.isna(r.run_id) else f"h{int(r.hidden)}"  # the selected run's hidden size (§4.4)
+            lines.append(f"| {titles.get(task, task) if k == 0 else ''} | {DISPLAY_NAMES[r.model]} | {size} | "
                          + " | ".join(cells) + f" | {mark} | {note} |")
     lines += ["", "## The selected runs", "",
               f"*Seeds*: test coarse mean ± standard deviation over the done runs of the selected run's setting (all "
