@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipeline.config import ConfigError, RunConfig
 from pipeline.files import atomic_write_bytes, current_umask, staging_folder
-from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, DamagedRun, RunDir
+from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, DamagedRun, RunDir, stop_reason
 from pipeline.sweep.status import halved_state, planned_runs, run_state
 from pipeline.training.results import last_logged, logged_rows
 
@@ -226,26 +226,39 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
                                                                                                       list[str]]:
     """Copy every interrupted run of ``profile`` (it trained, stopped short of its budget, and no process holds it)
     that has a checkpoint to resume from, however short its stint, to ``dest/<run id>/`` with its checkpoints, so
-    that it resumes elsewhere; and drop the copy of a run that is done since (it is in the finished archive now). A
-    running run is left for its next archive: stop the sweep first (its runs checkpoint as they stop). Returns (ids
-    kept, ids dropped)."""
+    that it resumes elsewhere; likewise every run that successive halving may still extend (:func:`awaits_its_rung`:
+    finished at a rung its bracket has not decided, or past a rung it won, short of its cap), which would otherwise
+    be trained again from batch 0 to go on; and drop the copy of a run that is done since (it is in the finished
+    archive now). A running run is left for its next archive: stop the sweep first (its runs checkpoint as they
+    stop). Returns (ids kept, ids dropped)."""
     from pipeline.sweep import load_sweep, sweep_root
 
     sweep = load_sweep(profile)
     root = sweep_root(sweep, runs_root)
+    caps = {run.run_id(): run.training.max_batches for run in sweep.runs()}
     dest = Path(dest)
     kept, dropped = [], []
-    for run, _ in planned_runs(sweep, runs_root):
+    for run, halved in planned_runs(sweep, runs_root):
         run_dir, copy = root / run.run_id(), dest / run.run_id()
         state = run_state(run_dir, run)
         folder = RunDir(run_dir)
-        if state == "interrupted" and folder.last_checkpoint.is_file():
+        if folder.last_checkpoint.is_file() and (
+                state == "interrupted" or awaits_its_rung(run_dir, state, halved, caps[run.run_id()])):
             _copy_run(run_dir, dest, RESUME_FILES)
             kept.append(run_dir.name)
         elif state in DONE and copy.exists():
             _remove(copy)
             dropped.append(run_dir.name)
     return kept, dropped
+
+
+def awaits_its_rung(run_dir: Path, state: str, halved: bool, cap: int) -> bool:
+    """Whether a run that is done for now may still be extended by successive halving: finished by its budget (not
+    stopped early) at a rung short of its block's cap, and not cut there. Its checkpoints are what it goes on from."""
+    if state != "finished" or halved:
+        return False
+    results = RunDir(run_dir).read_results()
+    return results is not None and stop_reason(results) == "budget" and results["batches"] < cap
 
 
 def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None, unfinished: bool = False

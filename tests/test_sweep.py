@@ -466,3 +466,37 @@ def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_f
     states = {s.config.model.name: s.state for s in sweep_status(sweep, here)}
     assert states == {"lstm1": "finished", "stack": "pending"}
     assert (here / lstm / "results.json").read_text() == (there / lstm / "results.json").read_text()
+
+
+def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_extends_it(tmp_path):
+    """Issue 78's searches span sessions: a run finished at a halving rung whose bracket has not decided yet (another
+    setting still training to it) is archived with its checkpoints (unfinished_runs/, beside its finished copy), so
+    that when its bracket goes on elsewhere it is extended from the rung, not trained again from batch 0, to the log
+    of a twin trained in one go; once cut or done to its cap, the checkpoints leave the archive."""
+    from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs
+
+    path = profile(tmp_path, name="waiting", models=("lstm1",), max_batches=20)
+    data = yaml.safe_load(path.read_text())
+    data["grid"][0].update(lr=[1e-2, 1e-3], halving={"at": [10], "keep": [1]})
+    path.write_text(yaml.safe_dump(data))
+    sweep = load_sweep(path)
+    first, second = (run.run_id() for run in sweep.runs())
+    runs, fresh, twin = tmp_path / "runs", tmp_path / "fresh", tmp_path / "twin"
+    finished, unfinished = tmp_path / "archive" / "finished_runs", tmp_path / "archive" / "unfinished_runs"
+    run_local(sweep, runs, echo=lambda _: None, only=[first])  # the other setting has not reached the rung yet
+    assert {s.run_dir.name: s.state for s in sweep_status(sweep, runs)} == {first: "finished", second: "pending"}
+    assert archive_runs(path, finished, runs) == [first]
+    assert archive_unfinished_runs(path, unfinished, runs) == ([first], [])
+    assert (unfinished / first / "checkpoints" / "last.ckpt").is_file()
+    restore_runs(path, unfinished, fresh, unfinished=True)
+    restore_runs(path, finished, fresh)
+    statuses = run_local(sweep, fresh, echo=lambda _: None)  # the bracket decides; its winner goes on to 20
+    run_local(sweep, twin, echo=lambda _: None)
+    for run_id in (first, second):
+        assert (fresh / run_id / "metrics.csv").read_text() == (twin / run_id / "metrics.csv").read_text()
+    assert not any("again from batch 0" in (fresh / r / "train.log").read_text() for r in (first, second))
+    # the run that waited won its rung (lr 1e-2 is the lower perplexity at 10 batches): it was the one extended
+    assert {s.run_dir.name: (s.state, s.batches_done) for s in statuses} == {first: ("finished", 20),
+                                                                             second: ("pruned", 10)}
+    archive_runs(path, finished, fresh)
+    assert archive_unfinished_runs(path, unfinished, fresh) == ([], [first])  # done now: its checkpoints leave
