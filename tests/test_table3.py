@@ -351,3 +351,21 @@ def test_a_retrained_run_shows_the_draws_it_replaced_and_each_run_its_machine(tm
     text = table3_markdown(table3(frame, sweep), "header", "1000", {})
     (selected,) = [line for line in text.splitlines() if line.startswith("| gender | DeQue-LSTM | h256")]
     assert selected.endswith("| AMD EPYC, AVX2 |") and "seed 0" in selected
+
+
+def test_evidence_says_what_the_papers_itg_numbers_would_require_with_the_tables_numbers():
+    """Issue 78: the study log's argument (an ITG target at test lengths is a near-copy of 65-128 words, which the
+    paper's own LSTMs fail on copy) is in the report, its numbers read off the table: here the committed cpu one."""
+    import pandas as pd
+
+    from pipeline.paths import REPORTS_DIR
+    from pipeline.reports.table3 import itg_requirement_lines
+
+    table = pd.read_csv(REPORTS_DIR / "cpu" / "table3.csv")
+    text = "\n".join(itg_requirement_lines(table, {}))
+    assert text.startswith("## What the paper's ITG numbers would require")
+    lstm = table[table.model.isin(["lstm1", "lstm2", "lstm4", "lstm8"])]
+    paper_itg = lstm[lstm.task.isin(["svo_sov", "gender"])].paper_test_coarse
+    assert f"score {paper_itg.min():.2f}–{paper_itg.max():.2f} test coarse on these tasks" in text
+    assert "yet 0.00–0.01 on copying" in text  # the paper's copy LSTMs at test lengths (Table 3)
+    assert itg_requirement_lines(table[table.task != "copy"], {}) == []  # no copy row: nothing to argue from
