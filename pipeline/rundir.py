@@ -433,8 +433,11 @@ class RunDir:
             with zipfile.ZipFile(path) as archive:
                 archive.namelist()
         except (OSError, zipfile.BadZipFile) as error:
-            raise DamagedRun(f"{path}: not a readable checkpoint ({error}); `transduce train --restart --run-dir "
-                             f"{self.path}` trains the run again from batch 0") from None
+            from pipeline.provenance import command_line
+
+            raise DamagedRun(f"{path}: not a readable checkpoint ({error}); `"
+                             f"{command_line('transduce', 'train', '--restart', '--run-dir', self.path)}` trains the "
+                             "run again from batch 0") from None
 
     def state(self, config: RunConfig | None = None) -> str:
         """One of :data:`STATES` (``config``: the budget asked of the run now; None: any budget)."""

@@ -14,7 +14,7 @@ import torch
 
 from pipeline.config import MEASUREMENT_KEYS, ConfigError, RunConfig, stored_run_config
 from pipeline.files import atomic_write_text
-from pipeline.provenance import git_commit
+from pipeline.provenance import command_line, git_commit
 from pipeline.rundir import DamagedRun, RunDir, results_cover, stop_reason
 from pipeline.runlock import claim_owner, lock_owner, run_lock
 
@@ -147,7 +147,8 @@ def read_checkpoint(path: Path, run_dir: Path, config: RunConfig | None = None) 
     except Exception as error:  # EOFError, UnpicklingError, RuntimeError (zip), ValueError: all mean unusable
         first = (str(error).splitlines() or [type(error).__name__])[0]
         raise DamagedRun(f"{path}: not a readable checkpoint ({type(error).__name__}: {first}); "
-                         f"`transduce train --restart --run-dir {run_dir}` trains the run again from batch 0") from None
+                         f"`{command_line('transduce', 'train', '--restart', '--run-dir', run_dir)}` trains the run "
+                         "again from batch 0") from None
     if config is not None:
         check_checkpoint_run(checkpoint, config, path, run_dir)
     return checkpoint
