@@ -318,6 +318,41 @@ def test_an_unreadable_checkpoint_is_named_with_restart_suggested(content, tmp_p
     assert train(tiny(max_batches=40), run_dir, progress=False, restart=True)["batches"] == 40
 
 
+def test_a_cut_last_checkpoint_of_an_unfinished_run_is_listed_damaged_not_interrupted(runs_copy):
+    """Issue 80: a corrupt last.ckpt was listed as interrupted (`transduce runs`, `sweep --status`), contrary to the
+    README: an unfinished run that cannot resume is damaged, named with the file."""
+    path, runs = runs_copy
+    victim, other = sorted(runs.iterdir())
+    (victim / "results.json").unlink()  # as if killed before the end
+    last = victim / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    result = runner.invoke(app, ["runs", str(path), "--runs-dir", str(runs), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert f"{victim.name},reversal" in result.stdout and ",damaged," in result.stdout
+    assert "last.ckpt: not a readable checkpoint" in result.stderr
+    result = runner.invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--status"])
+    assert re.search(rf"damaged\s+\d+/20\s+{victim.name}", result.stdout), result.output
+    assert re.search(rf"finished\s+20/20\s+{other.name}", result.stdout)
+
+
+def test_far_lengths_of_the_last_checkpoint_never_replace_the_reported_checkpoints(runs_copy):
+    """Issue 80: `transduce evaluate RUN --far --checkpoint last` overwrote far_lengths.csv, which the report reads as
+    the selected (best) checkpoint's. The last checkpoint's go to far_lengths-last.csv."""
+    from pipeline.generalisation import read_far_lengths
+    from pipeline.training.run import measure_far_lengths
+
+    _, runs = runs_copy
+    run = sorted(runs.iterdir())[0]
+    best = "low,high,n,coarse,fine,batches\n129,192,2,0.25,0.5,20\n"  # the best checkpoint's, measured before
+    (run / "far_lengths.csv").write_text(best)
+    rows = measure_far_lengths(run, "last", per_band=2)
+    assert (run / "far_lengths.csv").read_text() == best
+    assert len((run / "far_lengths-last.csv").read_text().splitlines()) == len(rows) + 1
+    assert read_far_lengths(run)[0]["coarse"] == 0.25  # what the report reads is still the best checkpoint's
+    RunDir(run).clear()  # trained again from batch 0: neither is kept
+    assert not (run / "far_lengths-last.csv").exists()
+
+
 # -- row 8: a resumed run's progress counts from the batch it resumed at -------------------------------------------
 
 def test_the_progress_bar_of_a_resumed_run_counts_from_where_it_resumed():
