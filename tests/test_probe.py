@@ -353,6 +353,23 @@ def test_far_lengths_of_the_last_checkpoint_never_replace_the_reported_checkpoin
     assert not (run / "far_lengths-last.csv").exists()
 
 
+def test_a_refused_foreign_folder_is_left_as_it_was(tmp_path):
+    """Issue 80: a folder no run made (a metrics.csv without a step column) was refused, but left holding our
+    config.yaml and .lock."""
+    from pipeline.rundir import DamagedRun
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "metrics.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DamagedRun, match="no 'step' column"):
+        train(tiny(), foreign, progress=False)
+    assert sorted(p.name for p in foreign.iterdir()) == ["metrics.csv"]
+    result = runner.invoke(app, ["train", "--run-dir", str(foreign), "--hidden", "8", "--max-batches", "20",
+                                 "--wandb", "off", "--no-progress", "--allow-dirty"])
+    assert result.exit_code == 2 and "no 'step' column" in result.stderr
+    assert sorted(p.name for p in foreign.iterdir()) == ["metrics.csv"]
+
+
 # -- row 8: a resumed run's progress counts from the batch it resumed at -------------------------------------------
 
 def test_the_progress_bar_of_a_resumed_run_counts_from_where_it_resumed():
