@@ -1,6 +1,7 @@
 """What a fault probe and a new user tripped on (issue 25), one test per row of its table, on tiny runs."""
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -493,6 +494,28 @@ def test_a_queue_trace_kept_by_an_older_version_says_it_reads_at_the_bottom():
 
 
 # -- row 14: one dashboard for a profile ------------------------------------------------------------------------------
+
+def test_the_dashboard_of_a_read_only_runs_folder_places_its_links_elsewhere(runs_copy, tmp_path, monkeypatch):
+    """Issue 80: `transduce dashboard <read-only runs folder>` failed on `.dashboard`. A shared or read-only runs
+    folder is only read: the links go to --links, or to a temporary folder of their own."""
+    import pipeline.dashboard as dashboard
+
+    _, runs = runs_copy
+    for run in runs.iterdir():
+        (run / "wandb" / f"offline-run-20261125_120000-{run.name}" / "files").mkdir(parents=True)
+    before = sorted(p.name for p in runs.iterdir())
+    result = runner.invoke(app, ["dashboard", str(runs), "--print-only", "--links", str(tmp_path / "links")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split()[-1] == str(tmp_path / "links" / ".dashboard")
+    assert len(list((tmp_path / "links" / ".dashboard").iterdir())) == 2
+    real = dashboard.writable
+    monkeypatch.setattr(dashboard, "writable", lambda folder: Path(folder) != runs and real(folder))
+    result = runner.invoke(app, ["dashboard", str(runs), "--print-only"])  # read-only (as root, chmod is no test)
+    assert result.exit_code == 0, result.output
+    folder = Path(result.stdout.split()[-1])
+    assert not str(folder).startswith(str(runs)) and len(list(folder.iterdir())) == 2
+    assert sorted(p.name for p in runs.iterdir()) == before  # nothing written into the runs folder
+
 
 def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_folder(runs_copy):
     path, runs = runs_copy

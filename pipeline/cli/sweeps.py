@@ -166,12 +166,14 @@ def dashboard(
     model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
     print_only: bool = typer.Option(False, "--print-only", help="Gather the runs and print the command that opens "
                                                                 "them, without opening the viewer."),
+    links: Path = typer.Option(None, "--links", help="Where to make the folder of links (default: the runs folder, "
+                                                     "or a temporary folder where it is read-only or shared)."),
 ) -> None:
     """One local view of a profile's training curves: every run's offline W&B run in one folder, opened with
     `wandb leet` (a terminal UI; no account, no network)."""
     from pipeline.dashboard import gather, open_dashboard, wandb_command
 
-    board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []])
+    board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []], links)
     command = wandb_command(board.folder)
     if board.without_wandb:
         typer.echo(f"{len(board.without_wandb)} run(s) have nothing to show yet (not started, or damaged): "
