@@ -758,10 +758,13 @@ def _build(tp: Any, value: Any, path: str):
             raise ConfigError(f"{path or 'config'} must be a mapping, got {_describe(value)}")
         hints = typing.get_type_hints(tp)
         fields = {f.name for f in dataclasses.fields(tp)}
-        unknown = sorted(set(value) - fields)
+        # keys of any type, in one order: YAML 1.1 reads a bare yes/no/on/off key as a bool, 1 as an int
+        unknown = sorted(set(value) - fields, key=lambda key: (not isinstance(key, str), str(key)))
         if unknown:
+            read = ("" if isinstance(unknown[0], str) else f" (YAML read it as the {type(unknown[0]).__name__} "
+                    f"{unknown[0]!r}: quote a key that is yes, no, on, off or a number)")
             raise ConfigError(
-                f"unknown key {_join(path, str(unknown[0]))!r}; allowed keys here: {', '.join(sorted(fields))}"
+                f"unknown key {_join(path, str(unknown[0]))!r}{read}; allowed keys here: {', '.join(sorted(fields))}"
             )
         required = [f.name for f in dataclasses.fields(tp)
                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]

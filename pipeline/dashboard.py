@@ -32,10 +32,31 @@ class Dashboard:
     without_wandb: list[str]  # runs of the selection that have no offline W&B run (tracking off, or archived)
 
 
+def writable(folder: Path) -> bool:
+    """Whether this process may make files in ``folder``."""
+    return os.access(folder, os.W_OK | os.X_OK)
+
+
+def link_home(root: Path, links: Path | None = None) -> Path:
+    """Where the dashboard's folders go: ``links`` when given, else ``<runs folder>/`` when this process may write
+    there, else a folder of its own under the system's temporary folder (a shared or read-only runs folder is viewed
+    without writing into it)."""
+    if links is not None:
+        return Path(links)
+    if writable(root):
+        return root
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"transduce-dashboard-{os.getuid()}-{digest}"
+
+
 def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | None = None,
-           models: list[str] | None = None) -> Dashboard:
+           models: list[str] | None = None, links: Path | None = None) -> Dashboard:
     """Link every offline W&B run of the selected runs of ``where`` (a profile or a folder of runs) into one
-    folder. The folder is rebuilt from scratch: a run removed or filtered out since does not linger."""
+    folder (under ``links``, else :func:`link_home`); the runs folder itself is only read. The folder is rebuilt
+    from scratch: a run removed or filtered out since does not linger."""
     from pipeline.runs import list_runs
 
     where = Path(where)
@@ -46,14 +67,15 @@ def gather(where: str | Path, runs_root: Path | None = None, tasks: list[str] | 
         root = sweep_root(load_sweep(where), runs_root)
     else:
         root = where
-    folder = root / ".dashboard"
+    home = link_home(root, links)
+    folder = home / ".dashboard"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     linked, missing, legend = [], [], []
     for run_id in table.id:
         offline = sorted(RunDir(root / run_id).wandb_dir.glob("offline-run-*"))
         if not offline:
-            made = made_from_log(RunDir(root / run_id), root / ".dashboard-made")
+            made = made_from_log(RunDir(root / run_id), home / ".dashboard-made")
             offline = [made] if made is not None else []
         if not offline:
             missing.append(run_id)

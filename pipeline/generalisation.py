@@ -54,13 +54,16 @@ def far_rows(module, per_band: int = FAR_PER_BAND, batches: int = 0) -> list[dic
     return rows
 
 
-def write_far_lengths(run_dir: str | Path, rows: list[dict]) -> None:
-    """``far_lengths.csv`` of a run, written atomically."""
+def write_far_lengths(run_dir: str | Path, rows: list[dict], checkpoint: str = "best") -> Path:
+    """``far_lengths.csv`` of a run (of its ``checkpoint``: :meth:`RunDir.far_lengths_of`), written atomically.
+    Returns its path."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=FAR_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_text(RunDir(run_dir).far_lengths_file, buffer.getvalue())
+    path = RunDir(run_dir).far_lengths_of(checkpoint)
+    atomic_write_text(path, buffer.getvalue())
+    return path
 
 
 def read_far_lengths(run_dir: str | Path) -> list[dict]:

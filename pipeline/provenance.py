@@ -167,7 +167,15 @@ def torch_build() -> str:
 
 
 def current_command() -> str:
-    return " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+    return command_line(Path(sys.argv[0]).name, *sys.argv[1:])
+
+
+def command_line(*words: object) -> str:
+    """A command as a shell reads it back: each word quoted where it needs it (a path with a space, an empty
+    ``--out ''``), so that a printed or recorded command runs as it was typed."""
+    import shlex
+
+    return shlex.join(str(word) for word in words)
 
 
 # What a result depends on besides its inputs: the code, the grammars it reads and the environment. A commit that

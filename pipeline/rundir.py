@@ -155,6 +155,11 @@ class RunDir:
     accuracy_file = property(lambda self: self.path / ACCURACY_BY_LENGTH)
     first_errors_file = property(lambda self: self.path / FIRST_ERRORS)
     far_lengths_file = property(lambda self: self.path / FAR_LENGTHS)
+
+    def far_lengths_of(self, checkpoint: str) -> Path:
+        """Where the far lengths of ``checkpoint`` go: ``far_lengths.csv`` for "best", the checkpoint the results
+        report (the report reads it as theirs), ``far_lengths-<checkpoint>.csv`` for any other (never over it)."""
+        return self.far_lengths_file if checkpoint == "best" else self.path / f"far_lengths-{checkpoint}.csv"
     rungs_file = property(lambda self: self.path / RUNGS)
     commits_file = property(lambda self: self.path / COMMITS)
     log_file = property(lambda self: self.path / TRAIN_LOG)
@@ -231,7 +236,7 @@ class RunDir:
         A replaced draw's commits stay in its results, in ``earlier_draws.json`` (:meth:`new_draw`)."""
         for name in (*OUTPUTS, COMMITS):
             (self.path / name).unlink(missing_ok=True)
-        for old in self.path.glob("results.*.json"):
+        for old in (*self.path.glob("results.*.json"), *self.path.glob("far_lengths-*.csv")):
             old.unlink()
         shutil.rmtree(self.checkpoints, ignore_errors=True)
 
@@ -385,6 +390,8 @@ class RunDir:
                                  f"{results['batches']}; the log of a finished run was cut or emptied")
             self._check_accuracy_by_length(results)
             self._check_checkpoint(self.best_checkpoint)
+        else:  # an unfinished run resumes from last.ckpt: one that is cut short cannot resume, so it is damaged
+            self._check_checkpoint(self.last_checkpoint)
         return results
 
     def _check_results(self, results: dict) -> None:
@@ -433,8 +440,11 @@ class RunDir:
             with zipfile.ZipFile(path) as archive:
                 archive.namelist()
         except (OSError, zipfile.BadZipFile) as error:
-            raise DamagedRun(f"{path}: not a readable checkpoint ({error}); `transduce train --restart --run-dir "
-                             f"{self.path}` trains the run again from batch 0") from None
+            from pipeline.provenance import command_line
+
+            raise DamagedRun(f"{path}: not a readable checkpoint ({error}); `"
+                             f"{command_line('transduce', 'train', '--restart', '--run-dir', self.path)}` trains the "
+                             "run again from batch 0") from None
 
     def state(self, config: RunConfig | None = None) -> str:
         """One of :data:`STATES` (``config``: the budget asked of the run now; None: any budget)."""

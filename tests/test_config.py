@@ -218,3 +218,29 @@ def test_the_baselines_probe_configs_are_the_profiles_run_and_one_change_to_it()
         assert getattr(changed, setting) == value != getattr(original, setting)
         undone = replace(variant, **{section: replace(changed, **{setting: getattr(original, setting)})})
         assert undone.identity() == base.identity()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("training:\n  yes: 1\n  bogus: 2\n", "unknown key 'training.bogus'"),
+    ("training:\n  yes: 1\n  3: 2\n", "unknown key 'training.3' (YAML read it as the int 3: quote a key"),
+    ("model:\n  on: 1\n", "unknown key 'model.True' (YAML read it as the bool True"),
+])
+def test_unknown_keys_of_mixed_types_are_named_not_a_traceback(tmp_path, text, message):
+    """Issue 80: YAML 1.1 reads a bare `yes` key as true; beside a string key, sorting the unknown keys raised
+    TypeError: '<' not supported between 'str' and 'bool'."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_yaml(RunConfig, path)
+    assert message in str(error.value)
+    result = CliRunner().invoke(app, ["train", "--config", str(path), "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2 and message in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "run").exists()
+    profile = tmp_path / "p.yaml"  # and in a profile, at its top level or in a grid block
+    profile.write_text("name: p\nyes: 1\nbogus: 2\ngrid: [{tasks: [copy], models: [stack], on: 1, 3: 2}]\n")
+    result = CliRunner().invoke(app, ["sweep", str(profile), "--status"])
+    assert result.exit_code == 2 and "unknown key 'bogus'" in result.stderr and "Traceback" not in result.output

@@ -144,3 +144,11 @@ def test_grammar_files_are_named_in_errors(tmp_path):
     path.write_text("start: A\nrules: {A: [{p: 1, rule: 'B1 | B1'}]}\nterminal_classes: {}\n")
     with pytest.raises(GrammarError, match=re.escape(f"{path}: rule A -> 'B1 | B1': undefined non-terminal 'B'")):
         Grammar.from_yaml(path)
+
+
+def test_a_grammars_unknown_keys_of_mixed_types_are_named_not_a_traceback():
+    """Issue 80: keys YAML 1.1 reads as bools beside string keys are named, never a TypeError from sorting them."""
+    data = {"start": "S", "rules": {"S": [{"p": 1.0, "rule": "A1 | A1"}]}, True: 1, "bogus": 2,
+            "terminal_classes": {"A": {"size": 2, "source": "a{i}", "target": "b{i}"}}}
+    with pytest.raises(GrammarError, match=r"unknown key\(s\) \['bogus', True\]"):
+        Grammar.from_dict(data, name="g")

@@ -274,18 +274,31 @@ def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures
     assert len((again / "all_runs.csv").read_text().splitlines()) == 2  # its header and the one run
 
 
-def test_a_report_regenerated_with_or_without_force_is_the_same_bytes(runs_copy, tmp_path):
-    """Fault 7 of issue 35: the header names the command that makes the report, not the flags typed (the committed
-    cpu report said `--force`, so `make report` changed it)."""
+def test_a_reports_made_by_line_remakes_that_report(runs_copy, tmp_path):
+    """Fault 7 of issue 35: a report made with the profile's defaults names the command `make report` runs, so a
+    regenerated report is the committed one byte for byte. Issue 80: one made with --runs-dir, --out or --force names
+    them, each path quoted as a shell reads it back (a space in it), so that its "Made by" line remakes it."""
+    import shlex
+
     path, runs = runs_copy
+    spaced = tmp_path / "runs folder"
+    runs.rename(spaced)
     outs = []
     for extra in ([], ["--force"]):
-        out = tmp_path / f"out{len(extra)}"
-        result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(out), *extra])
+        out = tmp_path / f"out {len(extra)}"
+        result = runner.invoke(app, ["report", str(path), "--runs-dir", str(spaced), "--out", str(out), *extra])
         assert result.exit_code == 0, result.output
-        outs.append({p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.suffix in (".md", ".csv")})
-    assert outs[0] == outs[1]
-    assert f"Made by `transduce report {path}` with the code at commit" in outs[0][Path("README.md")].decode()
+        readme = (out / "README.md").read_text()
+        made = re.search(r"Made by `([^`]+)` with the code", readme).group(1)
+        assert shlex.split(made) == ["transduce", "report", str(path), "--runs-dir", str(spaced), "--out", str(out),
+                                     *extra]
+        outs.append({p.relative_to(out): p.read_bytes().replace(made.encode(), b"") for p in out.rglob("*")
+                     if p.suffix in (".md", ".csv")})
+    assert outs[0] == outs[1]  # the same report apart from the command that made it
+    from pipeline.reports.build import profile_header
+    from pipeline.sweep import load_sweep
+
+    assert f"Made by `transduce report {path}` with the code at commit" in profile_header(load_sweep(path), path)
 
 
 # -- row 5: a checkpoint a kill left unreadable is named, with the way out ------------------------------------------
@@ -304,6 +317,58 @@ def test_an_unreadable_checkpoint_is_named_with_restart_suggested(content, tmp_p
     assert result.exit_code == 2 and "not a readable checkpoint" in result.stderr
     assert "Traceback" not in result.output and "Aborted" not in result.output
     assert train(tiny(max_batches=40), run_dir, progress=False, restart=True)["batches"] == 40
+
+
+def test_a_cut_last_checkpoint_of_an_unfinished_run_is_listed_damaged_not_interrupted(runs_copy):
+    """Issue 80: a corrupt last.ckpt was listed as interrupted (`transduce runs`, `sweep --status`), contrary to the
+    README: an unfinished run that cannot resume is damaged, named with the file."""
+    path, runs = runs_copy
+    victim, other = sorted(runs.iterdir())
+    (victim / "results.json").unlink()  # as if killed before the end
+    last = victim / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    result = runner.invoke(app, ["runs", str(path), "--runs-dir", str(runs), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert f"{victim.name},reversal" in result.stdout and ",damaged," in result.stdout
+    assert "last.ckpt: not a readable checkpoint" in result.stderr
+    result = runner.invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--status"])
+    assert re.search(rf"damaged\s+\d+/20\s+{victim.name}", result.stdout), result.output
+    assert re.search(rf"finished\s+20/20\s+{other.name}", result.stdout)
+
+
+def test_far_lengths_of_the_last_checkpoint_never_replace_the_reported_checkpoints(runs_copy):
+    """Issue 80: `transduce evaluate RUN --far --checkpoint last` overwrote far_lengths.csv, which the report reads as
+    the selected (best) checkpoint's. The last checkpoint's go to far_lengths-last.csv."""
+    from pipeline.generalisation import read_far_lengths
+    from pipeline.training.run import measure_far_lengths
+
+    _, runs = runs_copy
+    run = sorted(runs.iterdir())[0]
+    best = "low,high,n,coarse,fine,batches\n129,192,2,0.25,0.5,20\n"  # the best checkpoint's, measured before
+    (run / "far_lengths.csv").write_text(best)
+    rows = measure_far_lengths(run, "last", per_band=2)
+    assert (run / "far_lengths.csv").read_text() == best
+    assert len((run / "far_lengths-last.csv").read_text().splitlines()) == len(rows) + 1
+    assert read_far_lengths(run)[0]["coarse"] == 0.25  # what the report reads is still the best checkpoint's
+    RunDir(run).clear()  # trained again from batch 0: neither is kept
+    assert not (run / "far_lengths-last.csv").exists()
+
+
+def test_a_refused_foreign_folder_is_left_as_it_was(tmp_path):
+    """Issue 80: a folder no run made (a metrics.csv without a step column) was refused, but left holding our
+    config.yaml and .lock."""
+    from pipeline.rundir import DamagedRun
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "metrics.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DamagedRun, match="no 'step' column"):
+        train(tiny(), foreign, progress=False)
+    assert sorted(p.name for p in foreign.iterdir()) == ["metrics.csv"]
+    result = runner.invoke(app, ["train", "--run-dir", str(foreign), "--hidden", "8", "--max-batches", "20",
+                                 "--wandb", "off", "--no-progress", "--allow-dirty"])
+    assert result.exit_code == 2 and "no 'step' column" in result.stderr
+    assert sorted(p.name for p in foreign.iterdir()) == ["metrics.csv"]
 
 
 # -- row 8: a resumed run's progress counts from the batch it resumed at -------------------------------------------
@@ -429,6 +494,28 @@ def test_a_queue_trace_kept_by_an_older_version_says_it_reads_at_the_bottom():
 
 
 # -- row 14: one dashboard for a profile ------------------------------------------------------------------------------
+
+def test_the_dashboard_of_a_read_only_runs_folder_places_its_links_elsewhere(runs_copy, tmp_path, monkeypatch):
+    """Issue 80: `transduce dashboard <read-only runs folder>` failed on `.dashboard`. A shared or read-only runs
+    folder is only read: the links go to --links, or to a temporary folder of their own."""
+    import pipeline.dashboard as dashboard
+
+    _, runs = runs_copy
+    for run in runs.iterdir():
+        (run / "wandb" / f"offline-run-20261125_120000-{run.name}" / "files").mkdir(parents=True)
+    before = sorted(p.name for p in runs.iterdir())
+    result = runner.invoke(app, ["dashboard", str(runs), "--print-only", "--links", str(tmp_path / "links")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.split()[-1] == str(tmp_path / "links" / ".dashboard")
+    assert len(list((tmp_path / "links" / ".dashboard").iterdir())) == 2
+    real = dashboard.writable
+    monkeypatch.setattr(dashboard, "writable", lambda folder: Path(folder) != runs and real(folder))
+    result = runner.invoke(app, ["dashboard", str(runs), "--print-only"])  # read-only (as root, chmod is no test)
+    assert result.exit_code == 0, result.output
+    folder = Path(result.stdout.split()[-1])
+    assert not str(folder).startswith(str(runs)) and len(list(folder.iterdir())) == 2
+    assert sorted(p.name for p in runs.iterdir()) == before  # nothing written into the runs folder
+
 
 def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_folder(runs_copy):
     path, runs = runs_copy
@@ -594,3 +681,74 @@ def test_a_finished_run_whose_config_was_edited_is_named_and_left_alone(tmp_path
         assert folder_snapshot(run_dir) == before
     result = runner.invoke(app, ["runs", str(tmp_path)])
     assert "damaged" in result.stdout and "where config.yaml says 16" in flat(result.stderr)
+
+
+# -- issue 80: no command writes over, or deletes from, a folder it does not own ------------------------------------
+
+def test_a_report_never_writes_into_the_repository_root(runs_copy, tmp_path, monkeypatch):
+    """`transduce report configs/smoke.yaml --out ""` wrote the report into the repository root and replaced its
+    README.md. Refused in one line, with or without --force, and nothing there changes."""
+    from pipeline import paths
+
+    path, runs = runs_copy
+    repo = tmp_path / "repo"
+    (repo / "pipeline").mkdir(parents=True)
+    (repo / "README.md").write_text("# transduce\n")
+    (repo / "diagram.png").write_bytes(b"a figure of the repository's")
+    monkeypatch.setattr(paths, "REPO_ROOT", repo)
+    monkeypatch.chdir(repo)
+    for extra in ([], ["--force"]):
+        result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", "", *extra])
+        assert result.exit_code == 2, result.output
+        assert "is the repository" in result.stderr and "Traceback" not in result.output
+    assert sorted(p.name for p in repo.iterdir()) == ["README.md", "diagram.png", "pipeline"]
+    assert (repo / "README.md").read_text() == "# transduce\n"
+    # nor into a runs folder, a run folder, or an archive into the runs folder it archives from
+    for out in (runs, sorted(runs.iterdir())[0]):
+        result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(out), "--force"])
+        assert result.exit_code == 2 and "run" in result.stderr and not (out / "README.md").exists()
+    result = runner.invoke(app, ["archive", str(path), "--runs-dir", str(runs), "--to", str(runs)])
+    assert result.exit_code == 2 and "the runs folder it archives from" in result.stderr
+    assert all((run / "checkpoints" / "best.ckpt").is_file() for run in runs.iterdir())
+
+
+def test_a_report_never_replaces_another_profiles_report_whatever_path_leads_there(runs_copy, tmp_path,
+                                                                                    monkeypatch):
+    """`transduce report configs/smoke.yaml --out reports/cpu` replaced cpu's committed report and deleted its
+    far_lengths.csv and far_lengths.png, exit 0: the profile-name and fewer-runs guards were skipped with --out."""
+    from pipeline import paths
+
+    path, runs = runs_copy
+    other = tmp_path / "other.yaml"
+    other.write_text(path.read_text().replace("name: tiny", "name: other"))
+    theirs = tmp_path / "theirs"
+    assert runner.invoke(app, ["report", str(other), "--runs-dir", str(runs), "--out", str(theirs)]).exit_code == 0
+    (theirs / "far_lengths.csv").write_text("task,model\n")
+    (theirs / "far_lengths.png").write_bytes(b"their figure")
+    before = {p: p.read_bytes() for p in theirs.rglob("*") if p.is_file()}
+    for out in (theirs, tmp_path / "link"):  # the folder, or a symlink to it
+        if out.name == "link":
+            out.symlink_to(theirs)
+        result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(out)])
+        assert result.exit_code == 2, result.output
+        assert "holds the profile's report of 'other', not of 'tiny'" in result.stderr
+    assert {p: p.read_bytes() for p in theirs.rglob("*") if p.is_file()} == before
+    # a folder of files no report wrote is not a report's either
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "figure.png").write_bytes(b"a doc's figure")
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(tmp_path / "docs")])
+    assert result.exit_code == 2 and "holds files that no report wrote" in result.stderr
+    assert (tmp_path / "docs" / "figure.png").is_file()
+    # another profile's reports folder (its reports: key in configs/), even before its report was written
+    configs, reports = tmp_path / "configs", tmp_path / "reports"
+    configs.mkdir()
+    gpu = other.read_text().replace("name: other", "name: gpu-lstm\nreports: gpu/lstm")
+    (configs / "gpu-lstm.yaml").write_text(gpu)
+    monkeypatch.setattr(paths, "CONFIG_DIR", configs)
+    monkeypatch.setattr(paths, "REPORTS_DIR", reports)
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(reports / "gpu" / "lstm")])
+    assert result.exit_code == 2 and "is the reports folder of gpu-lstm.yaml" in result.stderr
+    assert not (reports / "gpu" / "lstm").exists()
+    # --force is the way to write there all the same
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(theirs), "--force"])
+    assert result.exit_code == 0, result.output

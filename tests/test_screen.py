@@ -33,3 +33,30 @@ def test_a_screen_trains_its_grid_and_reports_each_change_against_the_baseline(t
     again = CliRunner().invoke(app, ["study", str(path), "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
                                      "--report-only"])
     assert again.exit_code != 0 and "holds a screen's report" in again.output
+
+
+def test_a_report_only_screen_or_study_from_no_done_run_is_refused_and_the_report_there_kept(tmp_path, cache_dir,
+                                                                                             monkeypatch):
+    """Issue 80: `transduce screen configs/lstm-screen.yaml --report-only` (and `study`) on a fresh clone replaced the
+    committed report with "12 runs: 12 pending" and empty tables. Refused in one line unless --force."""
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    training = dict(max_batches=30, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
+                    final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
+    block = {"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8]}
+    profile = {"name": "screen-t", "workers": 1,
+               "defaults": {"model": {"embedding": 4}, "training": training, "tracking": {"wandb": "off"}},
+               "grid": [{"label": "baseline", **block},
+                        {"label": "forget-gate bias 1", **block, "overrides": {"model": {"forget_bias": 1.0}}}]}
+    path = tmp_path / "screen.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    for kind, title in (("screen", "# Screen: `screen-t`\n"), ("study", "# Study: `screen-t`\n")):
+        out = tmp_path / kind
+        out.mkdir()
+        (out / "README.md").write_text(title + "\ncommitted\n")
+        (out / "runs.csv").write_text("committed\n")
+        result = CliRunner().invoke(app, [kind, str(path), "--runs-dir", str(tmp_path / "fresh"), "--out", str(out),
+                                          "--report-only"])
+        assert result.exit_code == 2, result.output
+        assert "0 of the 2 runs" in result.stderr and "--force" in result.stderr and "Traceback" not in result.output
+        assert (out / "README.md").read_text() == title + "\ncommitted\n"
+        assert (out / "runs.csv").read_text() == "committed\n"

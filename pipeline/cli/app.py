@@ -155,6 +155,16 @@ def load_profile(profile: Path, *, runs: bool = False, reports: bool = False):
     return config
 
 
+def remaking(command: str, profile: Path, runs_dir: Path | None, out: Path | None, force: bool = False) -> str:
+    """The command that makes a profile's report again, as its "Made by" line records it: the folders it was read
+    from and written to where they are not the profile's defaults, and ``--force`` where it was given, each word
+    quoted as a shell needs it."""
+    from pipeline.provenance import command_line
+
+    return command_line("transduce", command, profile, *(("--runs-dir", runs_dir) if runs_dir is not None else ()),
+                        *(("--out", out) if out is not None else ()), *(("--force",) if force else ()))
+
+
 ALLOW_DIRTY_HELP = ("Train on a checkout with uncommitted changes to tracked files (runs record the commit as "
                     "'-dirty'); refused otherwise.")
 

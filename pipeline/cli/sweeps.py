@@ -17,6 +17,7 @@ from pipeline.cli.app import (
     choices,
     fail,
     load_profile,
+    remaking,
 )
 from pipeline.config import MAX_POPULATION, ConfigError
 from pipeline.rundir import RunDir
@@ -165,12 +166,14 @@ def dashboard(
     model: list[ModelName] = typer.Option(None, "--model", help="Only these models (repeatable)."),
     print_only: bool = typer.Option(False, "--print-only", help="Gather the runs and print the command that opens "
                                                                 "them, without opening the viewer."),
+    links: Path = typer.Option(None, "--links", help="Where to make the folder of links (default: the runs folder, "
+                                                     "or a temporary folder where it is read-only or shared)."),
 ) -> None:
     """One local view of a profile's training curves: every run's offline W&B run in one folder, opened with
     `wandb leet` (a terminal UI; no account, no network)."""
     from pipeline.dashboard import gather, open_dashboard, wandb_command
 
-    board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []])
+    board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []], links)
     command = wandb_command(board.folder)
     if board.without_wandb:
         typer.echo(f"{len(board.without_wandb)} run(s) have nothing to show yet (not started, or damaged): "
@@ -210,6 +213,12 @@ def archive(
     config = load_profile(profile, runs=restore and runs_dir is None, reports=not restore and to is None and not force)
     folder = to if to is not None else config.reports_dir() / "finished_runs"
     unfinished = unfinished_folder(folder)
+    if not restore:
+        from pipeline.reports.kinds import check_archive_folder
+        from pipeline.sweep import sweep_root
+
+        check_archive_folder(folder, sweep_root(config, runs_dir))
+        check_archive_folder(unfinished, sweep_root(config, runs_dir))
     if restore:
         if not folder.is_dir() and not unfinished.is_dir():
             if to is not None:  # an archive named and not there: a typo, said as one
@@ -239,22 +248,30 @@ def archive(
 
 
 def _train_then_report(kind: str, profile: Path, workers, runs_dir, out, report_only: bool, retry_failed: bool,
-                       dirty: bool) -> None:
-    """`study` and `screen`: check that ``out`` is (or can be) a report of this ``kind`` before any training, run the
-    profile's grid locally (resumable) unless ``report_only``, then write the kind's report from the runs so far, with
-    the command that makes it (``--report-only`` writes the same one from the same runs)."""
+                       dirty: bool, force: bool = False) -> None:
+    """`study` and `screen`: check that ``out`` is (or can be) this profile's report of this ``kind`` before any
+    training (:func:`pipeline.reports.kinds.check_report_folder`), run the profile's grid locally (resumable) unless
+    ``report_only``, then write the kind's report from the runs so far, refused from no done run unless ``force``,
+    with the command that makes it (``--report-only`` writes the same one from the same runs)."""
     allow_dirty(dirty)
-    from pipeline.reports.kinds import check_kind
+    from pipeline.reports.kinds import check_report_folder
 
     if kind == "study":
         from pipeline.reports.recipe import write_study_report as write_report
     else:
         from pipeline.reports.screen import write_screen_report as write_report
-    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None)
-    check_kind(out if out is not None else config.reports_dir(), kind)
+    config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None and not force)
+    check_report_folder(out if out is not None else config.reports_dir(), kind, config.name, profile,
+                        config.reports_dir(), force)
     statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
-    typer.echo(f"wrote {write_report(config, profile, runs_dir, out, command=f'transduce {kind} {profile}')}")
+    command = remaking(kind, profile, runs_dir, out, force)
+    typer.echo(f"wrote {write_report(config, profile, runs_dir, out, command=command, force=force)}")
     _exit_if_unfinished(statuses)
+
+
+def _force_option():
+    return typer.Option(False, "--force", help="Write the report even from no done runs, or into a folder that "
+                                               "holds another profile's report or files no report wrote.")
 
 
 @app.command()
@@ -267,9 +284,10 @@ def study(
     report_only: bool = _report_only_option(),
     retry_failed: bool = _retry_failed_option(),
     dirty: bool = allow_dirty_option(),
+    force: bool = _force_option(),
 ) -> None:
     """Run a seed-robustness study (its grid, resumable) and write which choices learn on how many seeds."""
-    _train_then_report("study", profile, workers, runs_dir, out, report_only, retry_failed, dirty)
+    _train_then_report("study", profile, workers, runs_dir, out, report_only, retry_failed, dirty, force)
 
 
 @app.command()
@@ -281,6 +299,7 @@ def screen(
     report_only: bool = _report_only_option(),
     retry_failed: bool = _retry_failed_option(),
     dirty: bool = allow_dirty_option(),
+    force: bool = _force_option(),
 ) -> None:
     """Run a screen (one change at a time against a baseline, resumable) and write how each change compares."""
-    _train_then_report("screen", profile, workers, runs_dir, out, report_only, retry_failed, dirty)
+    _train_then_report("screen", profile, workers, runs_dir, out, report_only, retry_failed, dirty, force)

@@ -99,7 +99,8 @@ def evaluate(
     accelerator: Accelerator = typer.Option(Accelerator.cpu, "--accelerator", help="cpu, cuda, or auto (a GPU when "
                                                                                    "there is one)."),
     far: bool = typer.Option(False, "--far", help="Instead: score the checkpoint in bands of source length out to "
-                                                  "512 and write far_lengths.csv into the run (the report draws it)."),
+                                                  "512 and write far_lengths.csv into the run (the report draws it; "
+                                                  "--checkpoint last: far_lengths-last.csv)."),
 ) -> None:
     """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
     if far:
@@ -111,7 +112,7 @@ def evaluate(
         for row in rows:
             typer.echo(f"{row['low']:>4}-{row['high']:<4} n={row['n']:<4} coarse {row['coarse']:.3f}  "
                        f"fine {row['fine']:.3f}")
-        typer.echo(f"wrote {Path(run_dir) / 'far_lengths.csv'}")
+        typer.echo(f"wrote {RunDir(run_dir).far_lengths_of(checkpoint)}")
         return
     from pipeline.training.run import evaluate_run
 

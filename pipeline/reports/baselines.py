@@ -407,7 +407,8 @@ def write_baselines_report(sweep: SweepConfig, config_file: str | Path, runs_roo
     root = sweep_root(sweep, runs_root)
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
     statuses = sweep_status(sweep, runs_root)
-    check_reportable(statuses, out_dir, root, config_file, force, kind="baselines", empty_allowed=True)
+    check_reportable(statuses, out_dir, root, config_file, force, kind="baselines", empty_allowed=True,
+                     sweep=sweep)
     out_dir.mkdir(parents=True, exist_ok=True)
     header = profile_header(sweep, config_file, command)
 

@@ -33,9 +33,9 @@ import pandas as pd
 from pipeline.config import MODEL_NAMES, SweepConfig, profile_hash
 from pipeline.files import atomic_write_text, save_figure
 from pipeline.models import DISPLAY_NAMES, MODELS, memory_of
-from pipeline.provenance import machine_label, provenance
+from pipeline.provenance import command_line, machine_label, provenance
 from pipeline.registry import Field
-from pipeline.reports.kinds import ReportRefused, check_kind
+from pipeline.reports.kinds import ReportRefused, check_kind, check_report_folder
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import (
     VERDICT_MARKS,
@@ -782,12 +782,16 @@ def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str
 
 
 def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Path, force: bool,
-                     kind: str = "profile", empty_allowed: bool = False) -> None:
+                     kind: str = "profile", empty_allowed: bool = False, sweep: SweepConfig | None = None) -> None:
     """See :func:`write_report`: damaged runs refuse a report; so do zero done runs (unless ``empty_allowed``: a report
     that says so), or fewer than the existing report's ``all_runs.csv`` counted while some of the grid's runs are not
     done (a runs folder lost or mistyped), unless ``force``. A profile whose grid shrank, every run of it done, reports
-    without ``force``. ``kind``: the report's, which never overwrites another kind's (:mod:`pipeline.reports.kinds`)."""
-    check_kind(out_dir, kind)
+    without ``force``. ``kind``: the report's, which never overwrites another kind's (:mod:`pipeline.reports.kinds`);
+    ``sweep``: the profile, whose report goes only into a folder it owns (:func:`check_report_folder`)."""
+    if sweep is None:
+        check_kind(out_dir, kind)
+    else:
+        check_report_folder(out_dir, kind, sweep.name, config_file, sweep.reports_dir(), force)
     damaged = [RunDir(s.run_dir).damage() for s in statuses if s.state == "damaged"]
     if damaged:
         raise ReportRefused(f"{len(damaged)} run(s) have damaged files, so their cells would change silently: "
@@ -802,7 +806,8 @@ def check_reportable(statuses, out_dir: Path, root: Path, config_file: str | Pat
             before = 0
     if not force and ((done == 0 and not empty_allowed) or (done < before and done < len(statuses))):
         raise ReportRefused(f"{done} done run(s) in {root}, where the report in {out_dir} counted {before}: "
-                            "is the runs folder right? `transduce archive " + str(config_file) + " --restore` "
+                            "is the runs folder right? `"
+                            + command_line("transduce", "archive", config_file, "--restore") + "` "
                             "brings back the committed runs (or `make report`); --force writes the report anyway")
 
 
@@ -810,7 +815,7 @@ def profile_header(sweep: SweepConfig, config_file: str | Path, command: str | N
     """The line a profile's report opens with: what made it (:func:`pipeline.provenance.provenance`), the profile and
     its config hash. ``command``: the command that makes the report, not the one typed (--force or a path spelled
     another way changes nothing in it, and a regenerated report should be the committed one byte for byte)."""
-    return provenance(command or f"transduce report {config_file}", inputs=(config_file,)) + (
+    return provenance(command or command_line("transduce", "report", config_file), inputs=(config_file,)) + (
         f" Profile `{config_file}` (config hash `{profile_hash(sweep)}`). Run commits are listed per run in "
         "`all_runs.csv`.")
 
@@ -842,7 +847,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     root = sweep_root(sweep, runs_root)
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
     statuses = sweep_status(sweep, runs_root)
-    check_reportable(statuses, out_dir, root, config_file, force)
+    check_reportable(statuses, out_dir, root, config_file, force, sweep=sweep)
     out_dir.mkdir(parents=True, exist_ok=True)
     header = profile_header(sweep, config_file, command)
 

@@ -24,8 +24,8 @@ import pandas as pd
 from pipeline.config import SweepConfig, profile_hash
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES, memory_of
-from pipeline.provenance import provenance
-from pipeline.reports.kinds import check_kind
+from pipeline.provenance import command_line, provenance
+from pipeline.reports.kinds import check_runs_report
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, sweep_root, sweep_status
 from pipeline.training.results import (
@@ -190,16 +190,16 @@ def study_markdown(table: pd.DataFrame) -> list[str]:
 
 
 def write_study_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
-                       out_dir: Path | None = None, command: str | None = None) -> Path:
+                       out_dir: Path | None = None, command: str | None = None, force: bool = False) -> Path:
     """Write ``reports/<study>/`` (runs.csv and README.md) from the study's run directories. Returns the README."""
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
-    check_kind(out_dir, "study")
+    check_runs_report(sweep, config_file, runs_root, out_dir, "study", force)
     runs = study_runs(sweep, runs_root)
     table = study_table(runs)
     atomic_write_text(out_dir / "runs.csv", runs.to_csv(index=False))
     counts = runs.state.value_counts()
     lines = [f"# Study: `{sweep.name}`", "",
-             provenance(command or f"transduce study {config_file}", inputs=(config_file,))
+             provenance(command or command_line("transduce", "study", config_file), inputs=(config_file,))
              + f" Config `{config_file}` (hash `{profile_hash(sweep)}`); run directories "
              f"in `{sweep_root(sweep, runs_root).name}/` under the runs folder. The commit(s) each run was trained at "
              "are in `runs.csv` (a run resumed under newer code lists both).", "", sweep.description.strip(), "",

@@ -12,8 +12,8 @@ import pandas as pd
 from pipeline.config import SweepConfig, profile_hash
 from pipeline.files import atomic_write_text
 from pipeline.models import DISPLAY_NAMES
-from pipeline.provenance import provenance
-from pipeline.reports.kinds import check_kind
+from pipeline.provenance import command_line, provenance
+from pipeline.reports.kinds import check_runs_report
 from pipeline.reports.recipe import labelled_runs
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, sweep_root, sweep_status
@@ -68,10 +68,10 @@ def _mean_until(logged: list[tuple[int, float]], batch: int) -> float:
 
 
 def write_screen_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | None = None,
-                        out_dir: Path | None = None, command: str | None = None) -> Path:
+                        out_dir: Path | None = None, command: str | None = None, force: bool = False) -> Path:
     """Write ``reports/<screen>/`` (runs.csv and README.md). Returns the README."""
     out_dir = Path(out_dir) if out_dir is not None else sweep.reports_dir()
-    check_kind(out_dir, "screen")
+    check_runs_report(sweep, config_file, runs_root, out_dir, "screen", force)
     runs = screen_runs(sweep, runs_root)
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / "runs.csv", runs.to_csv(index=False))
@@ -86,7 +86,7 @@ def write_screen_report(sweep: SweepConfig, config_file: str | Path, runs_root: 
         verdict = "Clearly helps: " + "; ".join(f"{r.label} on {r.task} ({r.ratio:.2f}× the baseline's perplexity)"
                                                 for r in helping.itertuples()) + "."
     lines = [f"# Screen: `{sweep.name}`", "", f"**{verdict}**", "",
-             provenance(command or f"transduce screen {config_file}", inputs=(config_file,))
+             provenance(command or command_line("transduce", "screen", config_file), inputs=(config_file,))
              + f" Config `{config_file}` (hash `{profile_hash(sweep)}`); per-run numbers and commits in "
              "[runs.csv](runs.csv).", "", sweep.description.strip(), "",
              f"Training perplexity: the mean of the last {END_WINDOWS} 100-batch windows; × baseline: against the "

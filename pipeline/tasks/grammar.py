@@ -140,7 +140,7 @@ class Grammar:
             raise fail("expected a mapping with keys " + ", ".join(sorted(_TOP_KEYS)))
         unknown = set(data) - _TOP_KEYS
         if unknown:
-            raise fail(f"unknown key(s) {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
+            raise fail(f"unknown key(s) {sorted(unknown, key=repr)}; allowed: {sorted(_TOP_KEYS)}")
         for key in ("start", "rules", "terminal_classes"):
             if key not in data:
                 raise fail(f"missing key {key!r}")
@@ -457,7 +457,8 @@ def _parse_rule(lhs: str, entry: object, symbols: set[str], fail) -> Rule:
                 continue
             name, index = match.group(1), int(match.group(2))
             if name not in symbols:
-                raise fail(f"{where}: undefined non-terminal {name!r} in {token!r}; defined: {sorted(symbols)}")
+                raise fail(f"{where}: undefined non-terminal {name!r} in {token!r}; "
+                           f"defined: {sorted(symbols, key=repr)}")
             items.append(Link(name, index))
         if not items:
             raise fail(f"{where}: the {side_name} side is empty")

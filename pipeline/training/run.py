@@ -214,12 +214,13 @@ def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...
 def measure_far_lengths(run_dir: str | Path, checkpoint: str = "best", per_band: int | None = None,
                         accelerator: str = "cpu") -> list[dict]:
     """Score a finished run's ``checkpoint`` (the one its results report: "best") on every band and write
-    ``far_lengths.csv`` into the run directory. Returns the rows."""
+    ``far_lengths.csv`` into the run directory (another checkpoint's: ``far_lengths-<checkpoint>.csv``, never over the
+    reported checkpoint's, which the report reads). Returns the rows."""
     from pipeline.generalisation import FAR_PER_BAND, far_rows, write_far_lengths
 
     configure_cpu_process()
     results = RunDir(run_dir).read_results() or {}
     module = load_run(run_dir, checkpoint, accelerator)
     rows = far_rows(module, per_band or FAR_PER_BAND, int(results.get("batches", 0)))
-    write_far_lengths(run_dir, rows)
+    write_far_lengths(run_dir, rows, checkpoint)
     return rows

@@ -14,9 +14,9 @@ import torch
 
 from pipeline.config import MEASUREMENT_KEYS, ConfigError, RunConfig, stored_run_config
 from pipeline.files import atomic_write_text
-from pipeline.provenance import git_commit
+from pipeline.provenance import command_line, git_commit
 from pipeline.rundir import DamagedRun, RunDir, results_cover, stop_reason
-from pipeline.runlock import claim_owner, lock_owner, run_lock
+from pipeline.runlock import LOCK_FILE, claim_owner, lock_owner, run_lock
 
 
 class RunBusy(ConfigError):
@@ -30,6 +30,9 @@ def holding(run_dirs: list[Path], locked: bool = False):
     with ExitStack() as locks:
         if not locked:
             for run_dir in run_dirs:
+                # a folder refused (another config's, a foreign one) is left as it was: without the lock file this
+                # process made in it, and not there at all when this process made it and left nothing in it
+                locks.callback(_unmade, Path(run_dir), Path(run_dir).exists(), (Path(run_dir) / LOCK_FILE).exists())
                 lock = locks.enter_context(run_lock(run_dir))
                 if not lock:
                     owner = lock_owner(run_dir)
@@ -37,6 +40,19 @@ def holding(run_dirs: list[Path], locked: bool = False):
                                   "wait for it to end, or stop it first")
                 claim_owner(lock)
         yield
+
+
+def _unmade(run_dir: Path, existed: bool, had_lock: bool) -> None:
+    """After the locks are released (:func:`holding`): where the run was refused before anything of it was written
+    (no config.yaml of ours), remove the lock file this process made, and the folder if it made that, left empty."""
+    if had_lock or (run_dir / "config.yaml").exists():
+        return
+    (run_dir / LOCK_FILE).unlink(missing_ok=True)
+    if not existed:
+        try:
+            run_dir.rmdir()
+        except OSError:  # something else was written there: left
+            pass
 
 
 def claim_run_directory(config: RunConfig, run_dir: Path) -> str:
@@ -114,6 +130,10 @@ def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool 
     was raised keeps its results as ``results.<batches>.json``. False when the run's results already answer its
     config (nothing to train)."""
     checked = check_continuable(config, run_dir, restart, reopen)
+    folder = RunDir(run_dir)
+    if not restart and not folder.config_file.exists():
+        folder.read_metrics()  # a folder no run of ours made (a log without a step column) is refused before it is
+        # claimed: nothing of ours is written into it
     claim_run_directory(config, run_dir)  # refuses a directory that holds another config's run, finished or not
     folder = RunDir(run_dir)
     if restart:  # trained again from batch 0: the draw it replaces is kept in earlier_draws.json (RunDir.new_draw)
@@ -147,7 +167,8 @@ def read_checkpoint(path: Path, run_dir: Path, config: RunConfig | None = None) 
     except Exception as error:  # EOFError, UnpicklingError, RuntimeError (zip), ValueError: all mean unusable
         first = (str(error).splitlines() or [type(error).__name__])[0]
         raise DamagedRun(f"{path}: not a readable checkpoint ({type(error).__name__}: {first}); "
-                         f"`transduce train --restart --run-dir {run_dir}` trains the run again from batch 0") from None
+                         f"`{command_line('transduce', 'train', '--restart', '--run-dir', run_dir)}` trains the run "
+                         "again from batch 0") from None
     if config is not None:
         check_checkpoint_run(checkpoint, config, path, run_dir)
     return checkpoint
