@@ -752,3 +752,23 @@ def test_a_report_never_replaces_another_profiles_report_whatever_path_leads_the
     # --force is the way to write there all the same
     result = runner.invoke(app, ["report", str(path), "--runs-dir", str(runs), "--out", str(theirs), "--force"])
     assert result.exit_code == 0, result.output
+
+
+def test_an_interrupted_run_whose_log_lost_rows_is_refused_not_resumed_with_a_hole(runs_copy):
+    """Issue 80: an interrupted run whose metrics.csv lost rows resumed without a word, its log holed and the run then
+    listed finished. Its checkpoint records every perplexity window it logged: a log without one of them is refused
+    in one line naming the steps, before anything in the folder changes."""
+    path, runs = runs_copy
+    victim = sorted(runs.iterdir())[0]
+    (victim / "results.json").unlink()  # as if killed at its last checkpoint
+    lines = (victim / "metrics.csv").read_text().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    holed = [line for line in lines[1:] if line.split(",")[header.index("step")] != "10"]
+    assert len(holed) < len(lines) - 1  # the rows of step 10 are gone
+    (victim / "metrics.csv").write_text(lines[0] + "".join(holed))
+    before = {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()}
+    config = RunDir(victim).read_config()
+    with pytest.raises(ConfigError, match=r"metrics.csv: lacks the training-perplexity rows of step 10, which its "
+                                          r"checkpoint at step 20 logged"):
+        train(config, victim, progress=False)
+    assert {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()} == before  # nothing changed

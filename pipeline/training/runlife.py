@@ -98,7 +98,7 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
         # (a folder of another config altogether is claim_run_directory's to refuse, naming that config)
         ours = not folder.config_file.exists() or folder.read_config().identity() == config.identity()
         if ours and folder.last_checkpoint.exists():
-            read_checkpoint(folder.last_checkpoint, run_dir, config)
+            check_log_covers(read_checkpoint(folder.last_checkpoint, run_dir, config), run_dir)
             return True
         return False
     stored = folder.check()  # damaged files, results of another config than config.yaml's: named here
@@ -119,6 +119,7 @@ def check_continuable(config: RunConfig, run_dir: Path, restart: bool, reopen: b
         raise ConfigError(f"{last} was trained with another config than {run_dir}'s config.yaml (edited after it "
                           "trained?); put the config back, or train the new one in another directory")
     check_checkpoint_run(checkpoint, config, last, run_dir)  # what admit checks of a checkpoint it has not read
+    check_log_covers(checkpoint, run_dir)
     return True
 
 
@@ -148,8 +149,8 @@ def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool 
         else:
             folder.archive_results()  # extended: keep what it reported
     if folder.last_checkpoint.exists():
-        if not checked:
-            read_checkpoint(folder.last_checkpoint, run_dir, config)  # damaged or another run's: named now
+        if not checked:  # damaged, another run's, or its log holed: named now
+            check_log_covers(read_checkpoint(folder.last_checkpoint, run_dir, config), run_dir)
     else:
         refuse_lost_progress(run_dir, config.training.checkpoint_every)
     return True
@@ -172,6 +173,29 @@ def read_checkpoint(path: Path, run_dir: Path, config: RunConfig | None = None) 
     if config is not None:
         check_checkpoint_run(checkpoint, config, path, run_dir)
     return checkpoint
+
+
+def check_log_covers(checkpoint: dict, run_dir: Path) -> None:
+    """Refuse (:class:`DamagedRun`, one line) to resume from ``checkpoint`` a run whose ``metrics.csv`` lacks a
+    training-perplexity row the checkpoint's monitor logged (its ``windows``, up to the checkpoint's step): resumed,
+    its log would keep the hole and the run read as finished with rows missing. The rows cannot be rebuilt (the
+    checkpoint keeps the perplexities, not the evaluations logged beside them), so the run is trained again instead.
+    A checkpoint from before the monitor kept its windows is not checked."""
+    from pipeline.training.results import TRAIN_PERPLEXITY, logged_values
+
+    state = (checkpoint.get("callbacks") or {}).get("TrainingMonitor") or {}
+    step = checkpoint.get("global_step", 0)
+    expected = [batch for batch, _ in state.get("windows") or [] if batch <= step]
+    if not expected:
+        return
+    logged = {batch for batch, _ in logged_values(RunDir(run_dir).read_metrics(), TRAIN_PERPLEXITY)}
+    missing = [batch for batch in expected if batch not in logged]
+    if missing:
+        shown = ", ".join(f"{b:,}" for b in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        restart = command_line("transduce", "train", "--restart", "--run-dir", run_dir)
+        raise DamagedRun(f"{RunDir(run_dir).metrics_file}: lacks the training-perplexity rows of step {shown}, which "
+                         f"its checkpoint at step {step:,} logged, so resuming would leave a hole in its log; nothing "
+                         f"was changed: `{restart}` trains it again from batch 0")
 
 
 def check_checkpoint_run(checkpoint: dict, config: RunConfig, path: Path, run_dir: Path) -> None:
