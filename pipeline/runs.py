@@ -252,13 +252,21 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
     return kept, dropped
 
 
+# A run waiting at a halving rung is archived with its checkpoints (megabytes each, committed) only from this many
+# batches on: below it, training it again from batch 0 should it win its rung costs minutes, and a search's first
+# rung has many waiting runs (issue 78's brackets: 20 at 2,000 batches, 8.4 MB each for a Stack at hidden 256).
+KEEP_WAITING_FROM = 5000
+
+
 def awaits_its_rung(run_dir: Path, state: str, halved: bool, cap: int) -> bool:
-    """Whether a run that is done for now may still be extended by successive halving: finished by its budget (not
-    stopped early) at a rung short of its block's cap, and not cut there. Its checkpoints are what it goes on from."""
+    """Whether a run that is done for now may still be extended by successive halving, and has trained long enough
+    (:data:`KEEP_WAITING_FROM`) that its checkpoints are worth keeping: finished by its budget (not stopped early)
+    at a rung short of its block's cap, and not cut there. Its checkpoints are what it goes on from."""
     if state != "finished" or halved:
         return False
     results = RunDir(run_dir).read_results()
-    return results is not None and stop_reason(results) == "budget" and results["batches"] < cap
+    return (results is not None and stop_reason(results) == "budget"
+            and KEEP_WAITING_FROM <= results["batches"] < cap)
 
 
 def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None, unfinished: bool = False

@@ -468,11 +468,13 @@ def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_f
     assert (here / lstm / "results.json").read_text() == (there / lstm / "results.json").read_text()
 
 
-def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_extends_it(tmp_path):
+def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_extends_it(tmp_path, monkeypatch):
     """Issue 78's searches span sessions: a run finished at a halving rung whose bracket has not decided yet (another
     setting still training to it) is archived with its checkpoints (unfinished_runs/, beside its finished copy), so
     that when its bracket goes on elsewhere it is extended from the rung, not trained again from batch 0, to the log
-    of a twin trained in one go; once cut or done to its cap, the checkpoints leave the archive."""
+    of a twin trained in one go; once cut or done to its cap, the checkpoints leave the archive. Only from
+    KEEP_WAITING_FROM batches on: a shorter run is cheaper to train again than to keep."""
+    import pipeline.runs
     from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs
 
     path = profile(tmp_path, name="waiting", models=("lstm1",), max_batches=20)
@@ -486,6 +488,9 @@ def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_exte
     run_local(sweep, runs, echo=lambda _: None, only=[first])  # the other setting has not reached the rung yet
     assert {s.run_dir.name: s.state for s in sweep_status(sweep, runs)} == {first: "finished", second: "pending"}
     assert archive_runs(path, finished, runs) == [first]
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 11)  # a rung of 10: too short to be worth megabytes
+    assert archive_unfinished_runs(path, unfinished, runs) == ([], [])
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 10)
     assert archive_unfinished_runs(path, unfinished, runs) == ([first], [])
     assert (unfinished / first / "checkpoints" / "last.ckpt").is_file()
     restore_runs(path, unfinished, fresh, unfinished=True)
