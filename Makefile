@@ -15,7 +15,7 @@ TORCH   := torch==2.13.0
 # The environment is the lock's: requirements.lock pins every package but torch to the version the committed reports
 # were made with. torch is pinned exactly apart (pyproject.toml and TORCH above) so that one lock serves every
 # machine: here pip takes the local CPU wheel; on a GPU node the CUDA build of the same version, installed first
-# (README, "On a GPU"), already satisfies the pin. Re-installed whenever the lock or pyproject.toml changes.
+# (docs/running.md, "On a GPU"), already satisfies the pin. Re-installed whenever the lock or pyproject.toml changes.
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet '$(TORCH)'
