@@ -213,7 +213,8 @@ def write_report(demo: Demo, trace_correct: bool, traced: str) -> Path:
     lines = ["# Demo: a Stack-LSTM learns to reverse", "",
              "Written by `make demo` (`transduce demo`); rewritten by every demo, not committed.", "",
              "```", *demo.lines(), "```", "",
-             f"The run, `{demo.run_dir.name}/` (config in `run/config.yaml`): the cpu profile's reversal Stack-LSTM, "
+             f"The run, in `{demo.run_dir}` (its settings in `config.yaml` there): the cpu profile's reversal "
+             "Stack-LSTM, "
              f"hidden {r['hidden']}, learning rate {r['lr']:g}, seed {r['seed']}, the Stack's own start (push bias "
              "+1), "
              "batches of 10 sources of length 8-64 over 128 symbols. Coarse accuracy is the share of sequences whose "
@@ -231,7 +232,7 @@ def write_report(demo: Demo, trace_correct: bool, traced: str) -> Path:
              f"Bands past the test lengths ({bands}); exact to source length {demo.exact_to or 'none'}.", "",
              "![coarse accuracy by source length](lengths.png)", "",
              "## Going further", "",
-             "`transduce inspect demo/run --index 3` traces another test sequence; "
+             f"`transduce inspect {demo.run_dir} --index 3` traces another test sequence; "
              "`transduce train --task reversal --model stack` trains the same model at the paper's settings "
              "(README, \"One run\"); `make reproduce` the whole Table 3.", ""]
     atomic_write_text(demo.out / "README.md", "\n".join(lines))
