@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 PROFILE ?= cpu
 
-.PHONY: venv lock test test-slow lint reproduce report far-lengths baselines recipe bench clean-venv
+.PHONY: venv lock demo test test-slow lint reproduce report far-lengths baselines recipe bench clean-venv
 
 PIP     := $(BIN)/python -m pip --disable-pip-version-check
 TORCH   := torch==2.13.0
@@ -15,7 +15,7 @@ TORCH   := torch==2.13.0
 # The environment is the lock's: requirements.lock pins every package but torch to the version the committed reports
 # were made with. torch is pinned exactly apart (pyproject.toml and TORCH above) so that one lock serves every
 # machine: here pip takes the local CPU wheel; on a GPU node the CUDA build of the same version, installed first
-# (README, "On a GPU"), already satisfies the pin. Re-installed whenever the lock or pyproject.toml changes.
+# (docs/running.md, "On a GPU"), already satisfies the pin. Re-installed whenever the lock or pyproject.toml changes.
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet '$(TORCH)'
@@ -38,6 +38,11 @@ lock:
 	    | grep -v -i -E '^(torch|triton|nvidia-[a-z0-9_-]+|transduce-pipeline)(==| @)'; } > requirements.lock.tmp
 	mv requirements.lock.tmp requirements.lock
 	rm -rf .venv-lock
+
+# A Stack-LSTM learns reversal (a few minutes of one core): a few lines printed, a one-page report in demo/
+# (git-ignored: the run, its convergence curve, its memory trace, its accuracy by length out to 512).
+demo: venv
+	$(BIN)/transduce demo
 
 # The suite spread over the machine's cores (pytest-xdist: a process per core, each test on whichever is free;
 # `make test TEST_PROCESSES=0` runs it in this one process). A plain `pytest tests/...` runs in one process.

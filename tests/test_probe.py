@@ -1,5 +1,6 @@
 """What a fault probe and a new user tripped on (issue 25), one test per row of its table, on tiny runs."""
 
+import json
 import re
 from pathlib import Path
 
@@ -507,13 +508,14 @@ def test_the_dashboard_of_a_read_only_runs_folder_places_its_links_elsewhere(run
     result = runner.invoke(app, ["dashboard", str(runs), "--print-only", "--links", str(tmp_path / "links")])
     assert result.exit_code == 0, result.output
     assert result.stdout.split()[-1] == str(tmp_path / "links" / ".dashboard")
-    assert len(list((tmp_path / "links" / ".dashboard").iterdir())) == 2
+    runs_listed = lambda folder: [p for p in folder.iterdir() if p.name.startswith("run-")]  # noqa: E731
+    assert len(runs_listed(tmp_path / "links" / ".dashboard")) == 2
     real = dashboard.writable
     monkeypatch.setattr(dashboard, "writable", lambda folder: Path(folder) != runs and real(folder))
     result = runner.invoke(app, ["dashboard", str(runs), "--print-only"])  # read-only (as root, chmod is no test)
     assert result.exit_code == 0, result.output
     folder = Path(result.stdout.split()[-1])
-    assert not str(folder).startswith(str(runs)) and len(list(folder.iterdir())) == 2
+    assert not str(folder).startswith(str(runs)) and len(runs_listed(folder)) == 2
     assert sorted(p.name for p in runs.iterdir()) == before  # nothing written into the runs folder
 
 
@@ -521,40 +523,70 @@ def test_the_dashboard_gathers_every_offline_wandb_run_of_a_profile_into_one_fol
     path, runs = runs_copy
     lstm, stack = sorted(runs.iterdir())  # reversal-lstm1-..., reversal-stack-...
     for run in (lstm, stack):  # what an offline W&B run leaves in a run directory
-        (run / "wandb" / f"offline-run-20261125_120000-{run.name}" / "files").mkdir(parents=True)
+        offline = run / "wandb" / f"offline-run-20261125_120000-{run.name}"
+        offline.mkdir(parents=True)
+        (offline / f"run-{run.name}.wandb").write_bytes(b"log")
     result = runner.invoke(app, ["dashboard", str(path), "--runs-dir", str(runs), "--print-only"])
     assert result.exit_code == 0, result.output
     folder = runs / ".dashboard"
     assert result.stdout.split()[-2:] == ["leet", str(folder)]
-    links = sorted(folder.iterdir())
-    # W&B's own folder names without "offline-": `wandb leet` selects only run-<date>_<time>-<id> (a link named by
-    # run id was listed and never opened); the legend printed beside names each one's run id
-    assert [link.name for link in links] == [f"run-20261125_120000-{r.name}" for r in (lstm, stack)]
-    assert all(re.fullmatch(r"run-\d{8}_\d{6}-.+", link.name) for link in links)
-    assert all(link.is_symlink() and (link / "files").is_dir() for link in links)
-    assert f"run-20261125_120000-{stack.name[:20]}" in result.stderr and f"  {stack.name}" in result.stderr
-    (lstm / "wandb" / f"offline-run-20261126_080000-{lstm.name}" / "files").mkdir(parents=True)  # resumed once
+    # named by task, model, rate and seed in 15 columns after leet's run-<8 digits>_<6 digits>- (the digits number
+    # the list), each folder holding the run's own log under that name: an 80-column leet shows the whole name
+    names = ["run-00000000_000001-rev-L1-1e-3-s0", "run-00000000_000002-rev-stk-1e-3-s0"]
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == names
+    for name, run in zip(names, (lstm, stack)):
+        (log,) = (folder / name).iterdir()
+        assert log.name == f"run-{name.split('-', 2)[-1]}.wandb" and log.read_bytes() == b"log"
+        assert log.resolve() == run / "wandb" / f"offline-run-20261125_120000-{run.name}" / f"run-{run.name}.wandb"
+        assert len(name) <= 35 and f"{name.removeprefix('run-00000000_')}" in result.stderr and run.name in \
+            result.stderr
+    assert json.loads((folder / ".wandb-leet.json").read_text())["selected_runs"] == names  # every curve drawn
+    resumed = lstm / "wandb" / f"offline-run-20261126_080000-{lstm.name}"  # resumed once, in another process
+    resumed.mkdir(parents=True)
+    (resumed / f"run-{lstm.name}.wandb").write_bytes(b"more")
     runner.invoke(app, ["dashboard", str(path), "--runs-dir", str(runs), "--print-only"])
-    assert sorted(p.name for p in folder.iterdir()) == [f"run-20261125_120000-{lstm.name}",
-                                                        f"run-20261125_120000-{stack.name}",
-                                                        f"run-20261126_080000-{lstm.name}"]
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == [
+        "run-00000000_000001-rev-L1-1e-3-s0", "run-00000000_000002-rev-L1-1e-3-s0.2",
+        "run-00000000_000003-rev-stk-1e-3-s0"]
     result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])  # a runs folder
-    assert result.exit_code == 0 and [p.name for p in folder.iterdir()] == [links[1].name]  # rebuilt, filtered
+    assert result.exit_code == 0 and [p.name for p in folder.iterdir() if p.is_dir()] == [names[0].replace(
+        "rev-L1", "rev-stk")]  # rebuilt, filtered
     import shutil
 
     # a run trained with tracking off (or restored from an archive) gets an offline W&B run made from its log
     shutil.rmtree(stack / "wandb")
     result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
     assert result.exit_code == 0, result.output
-    (link,) = folder.iterdir()
-    assert link.resolve().parent.parent == runs / ".dashboard-made" / stack.name
-    assert list(link.resolve().glob("*.wandb"))  # W&B's own run log, which leet reads
-    made = link.resolve()
+    (entry,) = [p for p in folder.iterdir() if p.is_dir()]
+    (log,) = entry.iterdir()
+    made = log.resolve()  # W&B's own run log, which leet reads
+    assert made.parent.parent.parent == runs / ".dashboard-made" / stack.name and made.suffix == ".wandb"
     runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
-    assert next(folder.iterdir()).resolve() == made  # the log has not changed: not made again
+    assert next(next(p for p in folder.iterdir() if p.is_dir()).iterdir()).resolve() == made  # not made again
     (stack / "metrics.csv").write_text("")  # damaged: nothing to show, and said
     result = runner.invoke(app, ["dashboard", str(runs), "--model", "stack", "--print-only"])
     assert result.exit_code == 2 and "no run of" in result.stderr and "nothing to show" in result.stderr
+
+
+def test_dashboard_names_fit_leets_list_and_tell_runs_apart():
+    from pathlib import Path
+
+    from pipeline.config import RunConfig, from_dict
+    from pipeline.dashboard import distinct_names, short_name
+
+    def config(**changes):
+        data = {"task": "bigram_flip", "model": {"name": "lstm8"}, "training": {"lr": 5e-5, "seed": 1}}
+        for key, value in changes.items():
+            section, _, name = key.partition("__")
+            data.setdefault(section, {})[name] = value
+        return from_dict(RunConfig, data)
+
+    assert short_name(config()) == "bgf-L8-5e-5-s1"
+    assert short_name(config(model__name="transformer", model__positional_encoding="randomised")) == "bgf-tfR-5e-5-s1"
+    assert max(len(short_name(config(model__name=m))) for m in ("stack", "queue", "deque", "lstm1", "jm_stack")) <= 15
+    wide, narrow = config(model__hidden=512), config()
+    entries = [(short_name(c), c, c.run_id(), 0, Path(f"/{k}")) for k, c in enumerate((wide, narrow))]
+    assert [name for name, _, _ in distinct_names(entries)] == ["bgf-L8-5e-5-s1-h256", "bgf-L8-5e-5-s1-h512"]
 
 
 # -- issue 26: a profile's workers default to the cores this process may use ----------------------------------------

@@ -29,7 +29,7 @@ class Commands(TyperGroup):
     missing folder, a file where a folder should be), named with its path."""
 
     # `transduce --help` lists the commands in the order a researcher meets them, whichever file registered them
-    ORDER = ("version", "generate", "sample", "data-report", "train", "evaluate", "inspect", "sweep", "runs",
+    ORDER = ("version", "demo", "generate", "sample", "data-report", "train", "evaluate", "inspect", "sweep", "runs",
              "dashboard", "archive", "study", "screen", "report", "params", "bench")
 
     def list_commands(self, ctx):

@@ -181,10 +181,11 @@ def dashboard(
                    err=True)
     if not board.linked:
         fail(ConfigError(f"no run of {where} has an offline W&B run to show; `transduce runs {where}` lists them"))
-    typer.echo(f"{len(board.linked)} run(s) in {board.folder}; leet lists them newest first (Enter opens one: its "
-               "run id, config and curves; Esc back to the list; q quits):", err=True)
+    typer.echo(f"{len(board.linked)} run(s) in {board.folder}, named <task>-<model>-<lr>-s<seed> (every curve "
+               "drawn; Space hides one). Tab, then End: train/perplexity; N: train/coarse and fine; Esc: the list; "
+               "Enter: a run's overview, its run id; q quits.", err=True)
     for name, run_id in board.legend:
-        typer.echo(f"  {name[:40]:<40}  {run_id}", err=True)
+        typer.echo(f"  {name.removeprefix('run-00000000_'):<28}  {run_id}", err=True)
     if print_only:
         typer.echo(" ".join(command))
         return

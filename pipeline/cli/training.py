@@ -1,4 +1,5 @@
-"""Commands over one run: `train` it, `evaluate` its checkpoint, `inspect` what its memory does."""
+"""Commands over one run: the `demo` (one run and its report), `train` it, `evaluate` its checkpoint, `inspect`
+what its memory does."""
 
 from __future__ import annotations
 
@@ -27,6 +28,26 @@ from pipeline.config import ConfigError, RunConfig
 from pipeline.rundir import RunDir
 
 _RUN = RunConfig()
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(None, "--out", help="Folder of the run and its report (default: demo/ in the checkout)."),
+    seed: int = typer.Option(None, "--seed", callback=at_least(0), help="Seed (default: the demo's, 0)."),
+    max_batches: int = typer.Option(None, "--max-batches", callback=at_least(100),
+                                    help="Batch budget (default 3,000; it stops once it has learned)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    dirty: bool = allow_dirty_option(),
+) -> None:
+    """A Stack-LSTM learns reversal (a few minutes of one core): a few lines here, a one-page report in demo/."""
+    allow_dirty(dirty)
+    from pipeline.demo import DEMO_DIR, DEMO_MAX_BATCHES, DEMO_SEED, demo_config, run_demo
+
+    config = demo_config(seed=DEMO_SEED if seed is None else seed,
+                         max_batches=max_batches or DEMO_MAX_BATCHES)
+    result = run_demo(out or DEMO_DIR, config, progress=progress, echo=typer.echo)
+    for line in result.lines():
+        typer.echo(line)
 
 
 @app.command()

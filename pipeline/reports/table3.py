@@ -603,10 +603,19 @@ def itg_requirement_lines(table: pd.DataFrame, titles: dict[str, str]) -> list[s
         "controller): what the memory traces of the learned Queue and DeQue runs show.", ""]
 
 
+# The verdict panel's short words under each mark (the full verdicts in its key)
+VERDICT_WORDS = {"reproduced": "reproduced", "better": "better", "budget-limited": "budget-limited",
+                 "stopped on its starting plateau": "on its start", "disagrees at convergence": "disagrees"}
+VERDICT_COLOURS = {"reproduced": "#1a7f37", "better": "#1f5fbf", "budget-limited": "#6e6e6e",
+                   "stopped on its starting plateau": "#8a5a00", "disagrees at convergence": "#c0392b"}
+
+
 def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> bool:
-    """Table 3 at a glance: two panels (test and training coarse accuracy), tasks × architectures; each cell ours
-    over the paper's, coloured by the difference (red: ours below, blue: above, white: within the tolerance), its
-    verdict mark in the corner. False (and no file) when no cell has a finished run."""
+    """Table 3 at a glance, tasks × architectures in three panels: test and training coarse accuracy, each cell
+    ours over the paper's, coloured by that panel's difference alone (red: ours below, blue: above, white: within
+    the tolerance); and each cell's verdict, which judges all four values (training and test, coarse and fine), as
+    a large mark in a panel of its own, so that no mark sits on a colour it does not judge. False (and no file)
+    when no cell has a finished run."""
     if table.run_id.isna().all():
         return False
     import matplotlib
@@ -615,15 +624,32 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
-    fig, axes = plt.subplots(1, 2, figsize=(15, 5.2))
+    fig, grid = plt.subplots(2, 2, figsize=(16, 10))
+    fig.subplots_adjust(left=0.105, right=0.995, top=0.93, bottom=0.075, hspace=0.36, wspace=0.04)
     norm, cmap = TwoSlopeNorm(vcenter=0.0, vmin=-1.0, vmax=1.0), plt.get_cmap("RdBu")
-    for ax, metric, name in zip(axes, ("test_coarse", "train_coarse"), ("Test", "Training")):
+
+    def cell(task: str, model: str):
+        rows = table[(table.task == task) & (table.model == model)]
+        return None if rows.empty else rows.iloc[0]
+
+    def frame(ax, title: str, tasks: bool = True) -> None:
+        ax.set_xlim(0, len(PAPER_MODEL_NAMES))
+        ax.set_ylim(len(TASK_NAMES), 0)
+        ax.set_xticks([j + 0.5 for j in range(len(PAPER_MODEL_NAMES))], [DISPLAY_NAMES[m] for m in PAPER_MODEL_NAMES],
+                      rotation=20, fontsize=11)
+        ax.set_yticks([i + 0.5 for i in range(len(TASK_NAMES))],
+                      [titles.get(t, t) for t in TASK_NAMES] if tasks else [], fontsize=11)
+        ax.tick_params(length=0)
+        ax.set_title(title, fontsize=12)
+        for side in ax.spines.values():
+            side.set_visible(False)
+
+    for ax, metric, name in zip(grid[0], ("test_coarse", "train_coarse"), ("Test", "Training")):
         for i, task in enumerate(TASK_NAMES):
             for j, model in enumerate(PAPER_MODEL_NAMES):
-                rows = table[(table.task == task) & (table.model == model)]
-                if rows.empty:
+                r = cell(task, model)
+                if r is None:
                     continue
-                r = rows.iloc[0]
                 ours, paper = r[metric], r[f"paper_{metric}"]
                 diff = ours - paper if pd.notna(ours) and pd.notna(paper) else math.nan
                 shade = "#eeeeee" if math.isnan(diff) else (
@@ -631,24 +657,43 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
                 ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=shade, edgecolor="#999999", lw=0.6))
                 dark = not math.isnan(diff) and abs(diff) > 0.6
                 ax.text(j + 0.5, i + 0.42, "—" if pd.isna(ours) else f"{ours:.2f}", ha="center", va="center",
-                        fontsize=11, weight="bold", color="white" if dark else "black")
-                ax.text(j + 0.5, i + 0.74, "paper " + ("—" if pd.isna(paper) else f"{paper:.2f}"), ha="center",
-                        va="center", fontsize=7.5, color="white" if dark else "#444444")
-                if isinstance(r.verdict, str):
-                    ax.text(j + 0.93, i + 0.1, VERDICT_MARKS[r.verdict], ha="right", va="top", fontsize=10,
-                            color="white" if dark else "black")
-        ax.set_xlim(0, len(PAPER_MODEL_NAMES))
-        ax.set_ylim(len(TASK_NAMES), 0)
-        ax.set_xticks([j + 0.5 for j in range(len(PAPER_MODEL_NAMES))], [DISPLAY_NAMES[m] for m in PAPER_MODEL_NAMES],
-                      rotation=20, fontsize=9)
-        ax.set_yticks([i + 0.5 for i in range(len(TASK_NAMES))], [titles.get(t, t) for t in TASK_NAMES], fontsize=9)
-        ax.tick_params(length=0)
-        ax.set_title(f"{name} coarse accuracy: ours (bold) and the paper's", fontsize=11)
-        for side in ax.spines.values():
-            side.set_visible(False)
-    marks = "   ".join(f"{VERDICT_MARKS[v]} {v}" for v in VERDICTS)
-    fig.text(0.5, 0.02, f"Verdict (all four values): {marks}.   Colour: ours − paper (red below, blue above; white "
-             f"within {TOLERANCE}; grey: no run).", ha="center", fontsize=9, color="#333333")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+                        fontsize=13, weight="bold", color="white" if dark else "black")
+                ax.text(j + 0.5, i + 0.76, "paper " + ("—" if pd.isna(paper) else f"{paper:.2f}"), ha="center",
+                        va="center", fontsize=9, color="white" if dark else "#444444")
+        frame(ax, f"{name} coarse accuracy: ours (bold), the paper's below;\ncolour: ours − paper on this value",
+              tasks=name == "Test")
+
+    ax = grid[1][0]
+    for i, task in enumerate(TASK_NAMES):
+        for j, model in enumerate(PAPER_MODEL_NAMES):
+            r = cell(task, model)
+            if r is None:
+                continue
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor="#ffffff", edgecolor="#999999", lw=0.6))
+            if not isinstance(r.verdict, str):
+                ax.text(j + 0.5, i + 0.5, "—", ha="center", va="center", fontsize=13, color="#999999")
+                continue
+            colour = VERDICT_COLOURS.get(r.verdict, "black")
+            ax.text(j + 0.5, i + 0.4, VERDICT_MARKS[r.verdict], ha="center", va="center", fontsize=24,
+                    weight="bold", color=colour)
+            ax.text(j + 0.5, i + 0.82, VERDICT_WORDS.get(r.verdict, r.verdict), ha="center", va="center",
+                    fontsize=9.5, color=colour)
+    frame(ax, "Verdict: judged on all four values,\ntraining and test, coarse and fine (table3.md)")
+
+    key = grid[1][1]
+    key.axis("off")
+    key.set_xlim(0, 1)
+    key.set_ylim(len(VERDICTS) + 4.2, 0)
+    key.text(0.03, 0.2, "Verdict (bottom left)", fontsize=12, weight="bold", va="center")
+    for k, verdict in enumerate(VERDICTS):
+        colour = VERDICT_COLOURS.get(verdict, "black")
+        key.text(0.06, k + 1.2, VERDICT_MARKS[verdict], fontsize=22, weight="bold", color=colour, ha="center",
+                 va="center")
+        key.text(0.12, k + 1.2, verdict, fontsize=13, color=colour, va="center")
+    key.text(0.03, len(VERDICTS) + 1.5, "Colour (top panels)", fontsize=12, weight="bold", va="center")
+    key.text(0.03, len(VERDICTS) + 2.7,
+             f"ours − the paper's on that panel's value alone: red, ours below; blue, above;\nwhite, within "
+             f"{TOLERANCE} (agrees); grey, no run. A white cell can hold a verdict other\nthan ✓ when another of "
+             "the four values differs.", fontsize=11.5, va="center", color="#333333")
     save_figure(fig, out)
     return True
