@@ -305,17 +305,18 @@ class TrainingConfig:
                 raise ConfigError(f"{path}.prune_at[{i}] must be a positive multiple of perplexity_every "
                                   f"({self.perplexity_every}), got {batch!r}")
 
+        if not 0 < self.early_stop_coarse <= 1:
+            raise ConfigError(f"{path}.early_stop_coarse must lie in (0, 1], got {self.early_stop_coarse!r}")
+        if self.early_stop_patience < 0:
+            raise ConfigError(f"{path}.early_stop_patience must be >= 0 (0 turns early stopping off), got "
+                              f"{self.early_stop_patience!r}")
+
     def check_prune_checkpoints(self, path: str) -> None:
         """Refuse a pruning checkpoint that the budget never reaches (a typo, or a budget cut below it)."""
         for i, batch in enumerate(self.prune_at):
             if batch >= self.max_batches:
                 raise ConfigError(f"{path}.prune_at[{i}] must lie below max_batches ({self.max_batches}): a run never "
                                   f"reaches it; got {batch!r}")
-        if not 0 < self.early_stop_coarse <= 1:
-            raise ConfigError(f"{path}.early_stop_coarse must lie in (0, 1], got {self.early_stop_coarse!r}")
-        if self.early_stop_patience < 0:
-            raise ConfigError(f"{path}.early_stop_patience must be >= 0 (0 turns early stopping off), got "
-                              f"{self.early_stop_patience!r}")
 
 
 @dataclass(frozen=True)
