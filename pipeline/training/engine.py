@@ -45,7 +45,6 @@ from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
 from pipeline.evaluation import TOKEN_ACCURACY_SPLITS, evaluate, token_accuracy
 from pipeline.files import atomic_write_text
-from pipeline.models import MODELS
 from pipeline.provenance import current_command, lock_hash, machine, torch_build, workers_sharing
 from pipeline.rundir import RESULTS_SCHEMA, RunDir, failure_record
 from pipeline.tasks import TASKS
@@ -56,6 +55,7 @@ from pipeline.training.population import (
     CapturedStep,
     PopulationRMSprop,
     evaluate_population,
+    population_class,
     population_step,
 )
 from pipeline.training.runlife import read_checkpoint, record_commit
@@ -282,7 +282,7 @@ class BatchedPopulation:
         """``members`` stacked; ``vocab``: the largest (input, output) vocabularies of the runs that may take a slot
         later (their rows padded to it: :class:`~pipeline.training.population.Population`)."""
         models = [m.module.model for m in members]
-        kind = MODELS[members[0].config.model.name].population_class()
+        kind = population_class(members[0].config.model.name)
         model = kind(models, vocab).to(device)
         t = members[0].config.training
         optimizer = PopulationRMSprop(model.ordered_parameters(), [m.config.training.lr for m in members],

@@ -402,6 +402,23 @@ class PopulationTransformer(Population):
         return self.readout(self.norm(x, "norm").reshape(P, B, L, d))
 
 
+# Which stacked model holds P runs of each architecture: training's own table (the model registry names no training
+# class). An architecture missing here trains alone, or in a population one member after another.
+POPULATION_CLASSES: dict[str, type[Population]] = {
+    **{f"lstm{layers}": PopulationLSTM for layers in (1, 2, 4, 8)},
+    **{memory: PopulationMemoryLSTM for memory in ("stack", "queue", "deque")},
+    "transformer": PopulationTransformer,
+    "jm_stack": PopulationJMStack,
+}
+
+
+def population_class(name: str) -> type[Population]:
+    """The :class:`Population` that stacks runs of architecture ``name``."""
+    if name not in POPULATION_CLASSES:
+        raise ValueError(f"model {name!r} cannot be stacked as one batched population")
+    return POPULATION_CLASSES[name]
+
+
 def stack_batches(batches: list[Batch], length: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """One batch per member, right-padded to the longest (or to ``length``, a static shape: then a member's
     arithmetic never depends on the other members' batches): inputs and targets (P, B, L) and lengths (P, B).

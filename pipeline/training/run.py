@@ -89,7 +89,11 @@ def cannot_batch(config: RunConfig) -> str | None:
     """Why ``config``'s run cannot be a member of a batched population (None where it can): its model's reason
     (:func:`pipeline.models.unstackable`), or an optimizer other than the RMSProp the batched step implements
     (:class:`~pipeline.training.population.PopulationRMSprop`)."""
+    from pipeline.training.population import POPULATION_CLASSES
+
     why = unstackable(config.model)
+    if why is None and config.model.name not in POPULATION_CLASSES:
+        why = f"model {config.model.name!r} has no batched population"
     if why is None and config.training.optimizer != "rmsprop":
         why = f"training.optimizer is {config.training.optimizer!r}; a batched population steps RMSProp only"
     return why
