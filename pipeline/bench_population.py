@@ -33,10 +33,10 @@ from pipeline.provenance import machine, provenance
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.population import (
     CapturedStep,
-    PopulationRMSprop,
     population_class,
     population_step,
 )
+from pipeline.training.step import make_optimizer
 
 POPULATION_MODELS = ("stack", "queue", "deque", "lstm1", "lstm2", "lstm4", "lstm8")
 SIZES = (1, 16, 64, 256)
@@ -49,8 +49,7 @@ def population_of(model: str, size: int, hidden: int, device: torch.device):
     members = [build_model(ModelConfig(name=model, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE) for _ in range(size)]
     population = population_class(model)(members).to(device)
     t = TrainingConfig()  # the default training settings, as bench.TrainingStep's
-    return population, PopulationRMSprop(population.ordered_parameters(), [t.lr] * size, t.rmsprop_alpha,
-                                         t.rmsprop_eps)
+    return population, make_optimizer(population.ordered_parameters(), t, rates=[t.lr] * size)
 
 
 class _CountLaunches(TorchDispatchMode):
