@@ -55,8 +55,10 @@ test-slow: venv
 	$(BIN)/python -m pytest -q -m slow -n $(TEST_PROCESSES) --dist worksteal
 
 # Style and likely bugs (pycodestyle, pyflakes, import order, bugbear; line length 120): pyproject.toml [tool.ruff].
+# Then the layers of docs/ARCHITECTURE.md (import-linter: pyproject.toml [tool.importlinter]): no upward import.
 lint: venv
 	$(BIN)/ruff check pipeline tests
+	$(BIN)/lint-imports
 
 # data -> grid -> training -> evaluation -> reports/$(PROFILE)/. Interrupted and run again, it continues: finished
 # runs are skipped and interrupted ones resume from their checkpoints. The report is written even when some runs

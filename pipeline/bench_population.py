@@ -27,15 +27,16 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from pipeline.bench import BATCH, INPUT_SIZE, OUTPUT_SIZE, TrainingStep, random_batch
 from pipeline.config import ModelConfig, TrainingConfig
 from pipeline.files import atomic_write_text
-from pipeline.models import DISPLAY_NAMES, MODELS, build_model
+from pipeline.models import DISPLAY_NAMES, build_model
 from pipeline.paths import CONFIG_DIR, REPORTS_DIR
 from pipeline.provenance import machine, provenance
 from pipeline.runtime import configure_cpu_process, resolve_device
 from pipeline.training.population import (
     CapturedStep,
-    PopulationRMSprop,
+    population_class,
     population_step,
 )
+from pipeline.training.step import make_optimizer
 
 POPULATION_MODELS = ("stack", "queue", "deque", "lstm1", "lstm2", "lstm4", "lstm8")
 SIZES = (1, 16, 64, 256)
@@ -46,10 +47,9 @@ HIDDEN = 256
 
 def population_of(model: str, size: int, hidden: int, device: torch.device):
     members = [build_model(ModelConfig(name=model, hidden=hidden), INPUT_SIZE, OUTPUT_SIZE) for _ in range(size)]
-    population = MODELS[model].population_class()(members).to(device)
+    population = population_class(model)(members).to(device)
     t = TrainingConfig()  # the default training settings, as bench.TrainingStep's
-    return population, PopulationRMSprop(population.ordered_parameters(), [t.lr] * size, t.rmsprop_alpha,
-                                         t.rmsprop_eps)
+    return population, make_optimizer(population.ordered_parameters(), t, rates=[t.lr] * size)
 
 
 class _CountLaunches(TorchDispatchMode):

@@ -49,28 +49,40 @@ def machine_kind() -> str:
 
 def golden_dir(kind: str | None = None) -> Path | None:
     """The golden set made on this kind of machine (None: no set of that kind)."""
+    return golden_dir_in(GOLDEN_ROOT, kind)
+
+
+def golden_dir_in(root: Path, kind: str | None = None) -> Path | None:
+    """The set under ``root`` made on this kind of machine (None: no set of that kind)."""
     kind = kind or machine_kind()
-    return next((d for d in sorted(GOLDEN_ROOT.iterdir())
+    return next((d for d in sorted(root.iterdir())
                  if (d / "machine.txt").is_file() and (d / "machine.txt").read_text().strip() == kind), None)
 
 
 def assert_golden(text: str, name: str) -> None:
     """``text`` (a metrics.csv) is golden ``name``'s: byte for byte on a recorded kind of machine; elsewhere the same
     rows and columns, every number within :data:`NOISE` of the first kind's."""
-    here = golden_dir()
+    assert_golden_in(GOLDEN_ROOT, text, name)
+
+
+def assert_golden_in(root: Path, text: str, name: str) -> None:
+    """:func:`assert_golden` for the sets under ``root`` (one folder per kind of machine): elsewhere compared with
+    :data:`FIRST_KIND`'s set, or the first recorded where ``root`` has none of that kind."""
+    here = golden_dir_in(root)
     if here is not None:
         assert text == (here / f"{name}.csv").read_text(), f"{name}: not the bytes recorded for {here.name}"
         return
-    expected = list(csv.reader(io.StringIO((GOLDEN_ROOT / FIRST_KIND / f"{name}.csv").read_text())))
+    first = FIRST_KIND if (root / FIRST_KIND).is_dir() else sorted(d.name for d in root.iterdir() if d.is_dir())[0]
+    expected = list(csv.reader(io.StringIO((root / first / f"{name}.csv").read_text())))
     actual = list(csv.reader(io.StringIO(text)))
     assert [len(row) for row in actual] == [len(row) for row in expected] and actual[0] == expected[0], \
-        f"{name}: not the rows and columns of {FIRST_KIND}'s log"
+        f"{name}: not the rows and columns of {first}'s log"
     for row, (got, want) in enumerate(zip(actual[1:], expected[1:]), start=2):
         for column, a, b in zip(expected[0], got, want):
             if a == b:
                 continue
             assert a and b and math.isclose(float(a), float(b), rel_tol=NOISE, abs_tol=1e-12), \
-                f"{name}, line {row}, {column}: {a} against {b} on {FIRST_KIND} (this machine, {machine_kind()}, " \
+                f"{name}, line {row}, {column}: {a} against {b} on {first} (this machine, {machine_kind()}, " \
                 "has no golden set of its own)"
 
 

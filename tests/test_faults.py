@@ -150,7 +150,7 @@ def test_a_run_records_its_cpu_seconds_which_leave_out_the_waits_for_a_shared_co
     assert results["train_cpu_seconds"] > 0 and results["eval_cpu_seconds"] >= 0
     # The clocks themselves: a wait counts in wall time, not in CPU time (a process waiting for a shared core)
     monitor = TrainingMonitor(tmp_path / "m", [])
-    monitor.on_train_start(0)
+    monitor.start(0)
     time.sleep(0.3)
     state = monitor.state_dict()
     assert state["elapsed"] >= 0.3 and state["cpu_elapsed"] < 0.1
@@ -158,7 +158,7 @@ def test_a_run_records_its_cpu_seconds_which_leave_out_the_waits_for_a_shared_co
     old = {k: v for k, v in state.items() if k != "cpu_elapsed"}
     resumed = TrainingMonitor(tmp_path / "m", [])
     resumed.load_state_dict(old)
-    resumed.on_train_start(0)
+    resumed.start(0)
     assert resumed.state_dict()["cpu_elapsed"] is None and resumed.state_dict()["elapsed"] >= 0.3
     # ... and a checkpoint that kept it carries it on
     carried = TrainingMonitor(tmp_path / "m", [])

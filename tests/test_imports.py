@@ -94,7 +94,7 @@ def test_the_checker_finds_a_cycle_it_is_shown():
 def test_no_module_of_the_package_takes_part_in_an_import_cycle():
     graph = import_graph()
     assert "pipeline.rundir" in graph and "pipeline.runlock" in graph["pipeline.rundir"]  # the scan sees imports
-    assert "pipeline.models" in graph["pipeline.config"]  # ... and the lazy ones (MODEL_NAMES)
+    assert "pipeline.models" in graph["pipeline.config.settings"]  # ... and the lazy ones (MODEL_NAMES)
     assert cycles(graph) == []
 
 
@@ -111,3 +111,42 @@ def test_the_commands_list_loads_no_torch():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """import-linter's run on the package under ``root``, with ``root``'s pyproject.toml (the contract)."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_layers_of_the_architecture_map_are_kept_and_an_upward_import_breaks_them(tmp_path):
+    """`make lint` runs import-linter on the layers of docs/ARCHITECTURE.md (pyproject.toml [tool.importlinter]):
+    the package keeps them, and the same package with one upward import (the files layer importing training's
+    engine) does not, the import named in the report."""
+    import shutil
+
+    assert lint_imports(PACKAGE.parent).returncode == 0
+    shutil.copytree(PACKAGE, tmp_path / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PACKAGE.parent / "pyproject.toml", tmp_path)
+    with open(tmp_path / "pipeline" / "files.py", "a") as f:
+        f.write("\nfrom pipeline.training import engine  # noqa: E402,F401\n")
+    broken = lint_imports(tmp_path)
+    assert broken.returncode != 0 and "BROKEN" in broken.stdout
+    assert "pipeline.files -> pipeline.training.engine" in broken.stdout
+
+
+def test_the_architecture_map_lists_the_contracts_layers_in_its_order():
+    """docs/ARCHITECTURE.md is the one map: its layers, top to bottom, name the contract's modules in the contract's
+    order."""
+    import re
+
+    contract = (PACKAGE.parent / "pyproject.toml").read_text().split("[tool.importlinter]", 1)[1]
+    layers = re.findall(r'^    "([^"]+)",$', contract.split("layers = [", 1)[1].split("]", 1)[0], re.MULTILINE)
+    text = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    named = [m.removesuffix(".py").replace("/", ".") for m in re.findall(r"pipeline/[\w/]*\w(?:\.py)?", section)]
+    expected = [module.strip() for layer in layers for module in re.split(r"[|:]", layer)]
+    assert [m for m in named if m in expected] == expected

@@ -69,24 +69,25 @@ def test_sigterm_stops_training_with_a_non_zero_exit_and_the_run_resumes(tmp_pat
     import os
     import signal
 
-    from pipeline.training.engine import PopulationModule
+    from pipeline.training.engine import Loop
     from pipeline.training.run import RunStopped
 
-    step = PopulationModule.training_step
+    step = Loop.step
 
-    def step_then_sigterm(self, batch, batch_idx):
+    def step_then_sigterm(self):
         if self.batches_done == 25:
             os.kill(os.getpid(), signal.SIGTERM)  # what `kill <pid>` or a cluster's pre-emption sends
-        return step(self, batch, batch_idx)
+        return step(self)
 
     run_dir = tmp_path / "run"
-    monkeypatch.setattr(PopulationModule, "training_step", step_then_sigterm)
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(Loop, "step", step_then_sigterm)
     with pytest.raises(RunStopped, match="stopped by SIGTERM at batch 2[56], before the run ended; run the same "
                                          "command again to resume") as stopped:
         train(tiny(max_batches=60), run_dir, progress=False)
-    assert stopped.value.exit_code == 143
+    assert stopped.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) is before  # the handler given back
     assert not (run_dir / "results.json").exists()
-    monkeypatch.setattr(PopulationModule, "training_step", step)
+    monkeypatch.setattr(Loop, "step", step)
     assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
 
 
@@ -96,27 +97,27 @@ def test_ctrl_c_stops_training_with_130_and_a_line_and_the_run_resumes(tmp_path,
     import os
     import signal
 
-    from pipeline.training.engine import PopulationModule
+    from pipeline.training.engine import Loop
 
-    step = PopulationModule.training_step
+    step = Loop.step
 
-    def step_then_ctrl_c(self, batch, batch_idx):
+    def step_then_ctrl_c(self):
         if self.batches_done == 25:
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in the terminal sends
-        return step(self, batch, batch_idx)
+        return step(self)
 
     run_dir = tmp_path / "run"
     # The handler in force before the run: Python's default_int_handler in a terminal, SIG_IGN where the shell
     # started the tests in the background without job control.
     handler_before = signal.getsignal(signal.SIGINT)
-    monkeypatch.setattr(PopulationModule, "training_step", step_then_ctrl_c)
+    monkeypatch.setattr(Loop, "step", step_then_ctrl_c)
     result = runner.invoke(app, ["train", "--config", str(tiny_config_file(tmp_path, max_batches=60)),
                                  "--run-dir", str(run_dir), "--no-progress"])
     assert result.exit_code == 130, result.output
     assert "stopped by an interrupt (Ctrl-C) at batch 2" in flat(result.stderr)
     assert "run the same command again to resume" in flat(result.stderr)
     assert signal.getsignal(signal.SIGINT) is handler_before  # the handler is given back
-    monkeypatch.setattr(PopulationModule, "training_step", step)
+    monkeypatch.setattr(Loop, "step", step)
     assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
 
 
@@ -376,23 +377,19 @@ def test_a_refused_foreign_folder_is_left_as_it_was(tmp_path):
 
 def test_the_progress_bar_of_a_resumed_run_counts_from_where_it_resumed():
     import io
-    from types import SimpleNamespace
 
     from rich.console import Console
 
-    from pipeline.training.engine import RunProgressBar
+    from pipeline.training.engine import ProgressLine
 
     out = io.StringIO()
-    bar = RunProgressBar(60, console=Console(file=out, force_terminal=True, width=120))
-    trainer = SimpleNamespace(progress_bar_metrics={}, loggers=[])
-    module = SimpleNamespace(batches_done=40)  # the run's own step, resumed at 40
-    bar.on_train_batch_start(trainer, module, None, 0)
+    bar = ProgressLine(60, console=Console(file=out, force_terminal=True, width=120))
+    bar.start(40)  # the run's own step, resumed at 40
     task = bar._progress.tasks[0]
     assert (task.completed, task.total, task.description) == (40, 60, "batches (resumed at 40)")
-    module.batches_done = 41
-    bar._progress.update(bar._task, completed=module.batches_done)
-    bar.on_train_end(trainer, module)
-    assert "41/60" in out.getvalue() and "resumed at 40" in out.getvalue()
+    bar.update(41, {"ppl": 12.5})
+    bar.stop()
+    assert "41/60" in out.getvalue() and "resumed at 40" in out.getvalue() and "ppl 12.5" in out.getvalue()
 
 
 # -- row 9 and a pipe: inspect checks its output before any compute; JSON to standard output ------------------------

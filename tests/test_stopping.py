@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from pipeline.config import ConfigError, RunConfig, from_dict, resolve_run_config, to_dict
-from pipeline.reports.stops import rejudged_stop
 from pipeline.sweep import load_sweep, run_local, sweep_status
+from pipeline.sweep.rejudge import legacy_plateau_stop, pruned_by_first_rule, rejudged_stop
 from pipeline.training.run import train
 from pipeline.training.stopping import (
     better_checkpoint,
@@ -21,11 +21,9 @@ from pipeline.training.stopping import (
     describe,
     improves,
     left_start,
-    legacy_plateau_stop,
     plateau_stop,
     plateau_window,
     plateaued,
-    pruned_by_first_rule,
     should_prune,
     still_falling,
     still_improving,

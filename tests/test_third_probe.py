@@ -171,17 +171,17 @@ def test_sighup_stops_training_with_129_and_a_line_and_the_handler_is_given_back
     import os
     import signal
 
-    from pipeline.training.engine import PopulationModule
+    from pipeline.training.engine import Loop
 
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
-    step = PopulationModule.training_step
+    step = Loop.step
 
-    def step_then_hangup(self, batch, batch_idx):
+    def step_then_hangup(self):
         if self.batches_done == 15:
             os.kill(os.getpid(), signal.SIGHUP)  # what a closing terminal sends
-        return step(self, batch, batch_idx)
+        return step(self)
 
-    monkeypatch.setattr(PopulationModule, "training_step", step_then_hangup)
+    monkeypatch.setattr(Loop, "step", step_then_hangup)
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({"model": {"name": "lstm1", "hidden": 8, "embedding": 4},
                                       "training": dict(max_batches=40, perplexity_every=10, eval_every=10,

@@ -137,3 +137,60 @@ def test_killed_run_resumes_from_its_checkpoint_as_if_never_interrupted(tmp_path
     for key in ("batches", "selected_step", "train_perplexity", "train_coarse", "train_fine", "test_coarse",
                 "test_fine", "long_coarse", "long_fine"):
         assert a[key] == b[key], key
+
+
+def test_the_loop_is_plain_python_with_no_stand_ins_for_lightning_and_no_silenced_warning(tmp_path, cache_dir,
+                                                                                           monkeypatch):
+    """Issue 79: the loop is written out (engine.Loop, Lightning Fabric for device and checkpoints): no dummy dataset,
+    no member posing as a trainer, no Lightning warning silenced, and training a run raises none; each run's model
+    is a LightningModule."""
+    import warnings
+
+    import lightning as L
+
+    from pipeline.training import engine
+    from pipeline.training.module import TransductionModule
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    for stand_in in ("Ticks", "quiet_lightning", "PopulationModule", "fit"):
+        assert not hasattr(engine, stand_in), stand_in
+    assert not hasattr(engine.Member, "global_step") and not hasattr(engine.Member, "save_checkpoint")
+    assert issubclass(TransductionModule, L.LightningModule)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(tiny_config("stack", max_batches=20), tmp_path / "run", progress=False)
+    assert [str(w.message) for w in caught if "lightning" in w.filename] == []
+
+
+def test_a_learning_rate_from_the_command_line_reaches_the_optimizer_through_four_files(tmp_path, cache_dir,
+                                                                                        monkeypatch):
+    """`--lr` (pipeline/cli/training.py) is placed in the run's config by resolve_run_config
+    (pipeline/config/options.py); the run's model hands its training settings to the one optimizer constructor
+    (TransductionModule.configure_optimizers, pipeline/training/module.py -> make_optimizer,
+    pipeline/training/step.py). The optimizer is made there, and the run's checkpoint holds the rate given."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    made = []
+    original = torch.optim.RMSprop.__init__
+
+    def recording(self, params, lr=1e-2, **kwargs):
+        made.append((lr, [(f.filename, f.name) for f in traceback.extract_stack() if "/pipeline/" in f.filename]))
+        original(self, params, lr=lr, **kwargs)
+
+    monkeypatch.setattr(torch.optim.RMSprop, "__init__", recording)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(to_dict(tiny_config("lstm1", max_batches=10))))
+    result = CliRunner().invoke(app, ["train", "--config", str(config), "--lr", "0.0123", "--run-dir",
+                                      str(tmp_path / "run"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    lr, stack = made[0]
+    assert lr == 0.0123
+    innermost = [(file.split("/pipeline/")[1], name) for file, name in stack[-2:]]
+    assert innermost == [("training/module.py", "configure_optimizers"), ("training/step.py", "make_optimizer")]
+    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert checkpoint["optimizer_states"][0]["param_groups"][0]["lr"] == 0.0123

@@ -92,9 +92,9 @@ def bench(
             if not 1 <= size <= MAX_POPULATION:
                 fail(f"--size {size}: must be a population size in 1-{MAX_POPULATION:,}")
         from pipeline.bench_population import POPULATION_MODELS
-        from pipeline.models import MODELS
+        from pipeline.training.population import POPULATION_CLASSES
 
-        stacked = [name for name, entry in MODELS.items() if entry.population is not None]
+        stacked = list(POPULATION_CLASSES)
         for name in models or ():
             if name not in stacked:
                 fail(f"--model {name}: must be a model that stacks as a population, one of {', '.join(stacked)}")

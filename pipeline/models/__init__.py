@@ -46,10 +46,9 @@ class ModelEntry:
     # One of the paper's architectures: a row of Tables 2 and 3 (the 35 cells) and their figures. False: a baseline
     # beside them, reported only where a profile trains it (and by `transduce params`, in a section of its own).
     paper: bool = True
-    # The class of pipeline.training.population that stacks P of it as one model (a batched population, a GPU's way),
-    # by name (that module imports torch), or None: its runs train alone, or in a population one member after another
-    population: str | None = None
-    # Where only some of its settings can be stacked: the reason a config's cannot, or None (read by unstackable())
+    # Where only some of its settings can be stacked as one batched population (a GPU's way; which stacked model holds
+    # them is training's table, pipeline.training.population.POPULATION_CLASSES): the reason a config's cannot, or
+    # None (read by unstackable())
     cannot_stack: Callable[[ModelConfig], str | None] | None = None
     # What the architecture asks of its settings together (ModelConfig.validate raises it before any compute): the
     # text of the first problem, starting with the key it names, or None. Written beside the entry, not in the model's
@@ -61,12 +60,6 @@ class ModelEntry:
         """The memory this architecture has (None for a deep LSTM)."""
         source = self.memory_source
         return source() if callable(source) else source
-
-    def population_class(self) -> type:
-        """The :class:`~pipeline.training.population.Population` subclass that stacks this architecture's members."""
-        if self.population is None:
-            raise ValueError(f"model {self.name!r} cannot be stacked as one batched population")
-        return getattr(importlib.import_module("pipeline.training.population"), self.population)
 
 
 # The start measured on 16 fresh seeds (reports/recipe/study-log.md §7): every push at +1 (d starts near 0.73, the pop
@@ -121,7 +114,7 @@ def _kind(name: str) -> Callable[[], MemoryKind]:
 for layers, color, dashes, marker in ((1, "#9ecae1", (0, (1, 1)), "v"), (2, "#6baed6", (0, (3, 1, 1, 1)), "^"),
                                       (4, "#3182bd", (0, (5, 2)), "<"), (8, "#08519c", (0, (8, 2, 1, 2)), ">")):
     register_model(ModelEntry(f"lstm{layers}", f"{layers}-layer LSTM", _deep_lstm(layers),
-                              dict(color=color, ls=dashes, marker=marker), population="PopulationLSTM"))
+                              dict(color=color, ls=dashes, marker=marker)))
 
 
 def memory_model(name: str, display: str, memory: MemoryKind | Callable[[], MemoryKind], style: dict | None = None,
@@ -129,7 +122,7 @@ def memory_model(name: str, display: str, memory: MemoryKind | Callable[[], Memo
     """The registry entry of an LSTM controller with ``memory`` (§3.4; a kind, or a function that makes one),
     starting at ``start`` (default :data:`PUSH_START`)."""
     return ModelEntry(name, display, _memory_lstm, style or {}, memory_source=memory,
-                      start={**PUSH_START, **(start or {})}, population="PopulationMemoryLSTM")
+                      start={**PUSH_START, **(start or {})})
 
 
 register_model(memory_model("stack", "Stack-LSTM", _kind("Stack"), dict(color="#d62728", ls="-", marker="o")))
@@ -198,10 +191,10 @@ def _check_jm_stack(config: ModelConfig) -> str | None:
 
 register_model(ModelEntry("transformer", "Transformer", _transformer, dict(color="#9467bd", ls=(0, (4, 1, 1, 1)),
                                                                           marker="P"),
-                          start=NO_START, paper=False, check=_check_transformer, population="PopulationTransformer",
+                          start=NO_START, paper=False, check=_check_transformer,
                           cannot_stack=_unstackable_transformer))
 register_model(ModelEntry("jm_stack", "JM Stack-LSTM", _jm_stack, dict(color="#8c564b", ls=(0, (1, 2)), marker="X"),
-                          start=NO_START, paper=False, check=_check_jm_stack, population="PopulationJMStack"))
+                          start=NO_START, paper=False, check=_check_jm_stack))
 
 MODEL_NAMES = Names(MODELS)  # live views: a model registered later is listed too
 PAPER_MODEL_NAMES = Names(MODELS, keep=lambda entry: entry.paper)  # the paper's Tables 2 and 3, in its order
@@ -209,11 +202,10 @@ DISPLAY_NAMES = Field(MODELS, "display")
 
 
 def unstackable(config: ModelConfig) -> str | None:
-    """Why runs of ``config`` cannot be stacked as one batched population (``pipeline.training.population``), or
-    None where they can."""
+    """Why runs of ``config``'s settings cannot be stacked as one batched population, or None where its
+    architecture's can (whether it has a stacked model at all is training's to say:
+    ``pipeline.training.run.cannot_batch``)."""
     entry = MODELS[config.name]
-    if entry.population is None:
-        return f"model {config.name!r} has no batched population"
     return entry.cannot_stack(config) if entry.cannot_stack is not None else None
 
 

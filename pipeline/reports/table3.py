@@ -28,9 +28,9 @@ from pipeline.files import save_figure
 from pipeline.models import DISPLAY_NAMES, PAPER_MODEL_NAMES, memory_of
 from pipeline.provenance import machine_label, provenance_flags
 from pipeline.reports.published import table3 as published_table3
-from pipeline.reports.stops import last_window_fall, rejudged_stop
 from pipeline.rundir import TO_GO, DamagedRun, RunDir, stop_reason
 from pipeline.sweep import DONE, sweep_status
+from pipeline.sweep.rejudge import last_window_fall, rejudged_stop
 from pipeline.sweep.status import planned_runs
 from pipeline.tasks import PAPER_TASK_NAMES as TASK_NAMES  # the paper's Table 3: its five tasks
 from pipeline.training.results import LEARNED_COARSE, TRAIN_PERPLEXITY, logged_rows, logged_values
@@ -150,7 +150,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                        # trained again from batch 0 (on another machine kind, another draw): the draws it replaced
                        earlier_draws=len(RunDir(status.run_dir).read_earlier_draws()),
                        # stopped by version 1 of the plateau rule where version 2 would not have stopped it: it
-                       # trains on when its sweep runs again (pipeline.reports.stops), and no verdict rests on it
+                       # trains on when its sweep runs again (pipeline.sweep.rejudge), and no verdict rests on it
                        unconfirmed_plateau=rejudged_stop(status.run_dir),
                        **{m: results[m] for m in METRICS})
             row["learned"] = results["train_coarse"] >= LEARNED_COARSE

@@ -91,11 +91,11 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
     run's config.yaml (checking a directory is not another config's; a raised budget is recorded, and the run
     extended) and list the runs to execute (``retry_pruned``: pruned runs are reopened and continue; a run that an
     older version of the plateau rule stopped, or of the pruning rule pruned, where the rule in force would not is
-    reopened too, and trains on (:mod:`pipeline.reports.stops`: ``rejudged_stop``, ``rejudged_prune``); ``only``:
+    reopened too, and trains on (:mod:`pipeline.sweep.rejudge`: ``rejudged_stop``, ``rejudged_prune``); ``only``:
     shell-style patterns on run ids, the runs matching none are left alone, so a grid can be split between
     machines, its deep LSTMs on a GPU say)."""
     from pipeline.data.cache import generate_eval_sets
-    from pipeline.reports.stops import rejudged_prune, rejudged_stop
+    from pipeline.sweep.rejudge import rejudged_prune, rejudged_stop
     from pipeline.training.runlife import claim_run_directory, reopen_run
 
     check_only(sweep, only)

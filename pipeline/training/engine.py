@@ -1,125 +1,253 @@
-"""The one training loop: P ≥ 1 runs trained as one LightningModule by Lightning's Trainer (paper §4.4).
+"""The one training loop: P ≥ 1 runs trained together, a single run being a population of one (paper §4.4).
 
-A single run is a population of one. Every run, alone or among others, is a :class:`Member`: its run folder claimed
-(:mod:`pipeline.training.runlife`), its weights initialised from its own seed, its batches drawn from its own stream at
-its own step, its :class:`~pipeline.training.monitor.TrainingMonitor` (perplexity windows, evaluations, stopping rules,
-checkpoints), its loggers, its results written last. :class:`PopulationModule` holds the live members, at most
-``width`` of them; each training step of the Trainer steps every live member once:
+Why a loop of our own, with Lightning Fabric, rather than Lightning's Trainer: a population's runs come and go (a run
+that stops hands its slot to the next one waiting), and each draws its batches from its own seeded stream at its own
+step, steps its own optimizer, keeps its own monitor and writes its own checkpoints. Lightning's Trainer is built
+around one dataset, one optimizer and one checkpoint per fit; fitting these runs inside it took a dummy dataset, an
+object that posed as a trainer, a checkpoint hook that rewrote the Trainer's checkpoint into a run's, and silenced
+warnings. Lightning Fabric is Lightning's own tool for a loop written out in plain Python: here it provides the device,
+the precision (32-bit, the paper's) of the backward pass, and the checkpoint input/output; the loop itself is
+:meth:`Loop.run`, read top to bottom. Each run's model is a LightningModule
+(:class:`~pipeline.training.module.TransductionModule`), whose ``configure_optimizers`` gives the run's optimizer.
+
+Every run, alone or among others, is a :class:`Member`: its run folder claimed (:mod:`pipeline.training.runlife`),
+its weights initialised from its own seed, its batches drawn from its own stream at its own step, its
+:class:`~pipeline.training.monitor.TrainingMonitor` (perplexity windows, evaluations, stopping rules, checkpoints), its
+loggers, its results written last. The loop holds the live members, at most ``width`` of them, and steps every live
+member once a step:
 
 * **one after another** (a CPU's way: batching members buys an arithmetic-bound CPU nothing and costs their padding):
-  each member's own model (fused LSTM, C memory step) and ``torch.optim.RMSprop`` take
+  each member's own model (fused LSTM, C memory step) and optimizer take
   :func:`~pipeline.training.step.take_step`;
 * **batched** (a GPU's way): the members stacked as one model (:mod:`pipeline.training.population`), stepped by
   :func:`~pipeline.training.step.update`, captured once as a CUDA graph at static shapes and replayed.
 
 A member that stops (converged, plateau, pruned, its budget) is finished there (its results written) and leaves; the
-next waiting run takes its slot (in place, on a captured step), and the Trainer stops when none is left. A member whose
+next waiting run takes its slot (in place, on a captured step), and the loop ends when none is left. A member whose
 loss turns NaN, or whose monitor fails, fails alone in a population (its ``failed.json`` says why; the others go on)
-and raises in a single run. Checkpoints are written by ``Trainer.save_checkpoint``: the module's ``on_save_checkpoint``
-hook makes each one the checkpoint of the member being saved (its weights, RMSProp state, monitor and step), which a
-single run resumes from, whichever way it was trained. SIGTERM (Lightning's handler), Ctrl-C and SIGHUP stop training
-with :class:`RunStopped`; every member resumes from its last checkpoint when run again.
+and raises in a single run. A member's checkpoints are written by :meth:`Loop.save_checkpoint`, which its monitor is
+handed: :func:`~pipeline.training.runlife.write_checkpoint` through Fabric, read back by
+:func:`~pipeline.training.runlife.read_checkpoint`. SIGTERM (between two steps), Ctrl-C and SIGHUP stop training with
+:class:`RunStopped`; every member resumes from its last checkpoint when run again.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import logging
 import signal
 import time
 import traceback
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ProgressBar
-from lightning.pytorch.utilities.exceptions import SIGTERMException
-from torch.utils.data import DataLoader, IterableDataset
+from lightning.fabric import Fabric
 
 from pipeline.config import RunConfig
 from pipeline.data.cache import load_eval_set
 from pipeline.data.stream import TrainingBatches
 from pipeline.evaluation import TOKEN_ACCURACY_SPLITS, evaluate, token_accuracy
 from pipeline.files import atomic_write_text
-from pipeline.models import MODELS
 from pipeline.provenance import current_command, lock_hash, machine, torch_build, workers_sharing
 from pipeline.rundir import RESULTS_SCHEMA, RunDir, failure_record
 from pipeline.tasks import TASKS
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
 from pipeline.training.monitor import TrainingMonitor
-from pipeline.training.population import (
-    CapturedStep,
-    PopulationRMSprop,
-    evaluate_population,
-    population_step,
-)
-from pipeline.training.runlife import read_checkpoint, record_commit
-from pipeline.training.step import make_optimizer, take_step
+from pipeline.training.population import CapturedStep, evaluate_population, population_class, population_step
+from pipeline.training.runlife import MONITOR_STATE, read_checkpoint, record_commit, write_checkpoint
+from pipeline.training.step import PopulationRMSprop, make_optimizer, take_step
 from pipeline.training.stopping import PLATEAU_RULE, PRUNE_RULE
 
 EVAL_SPLITS = ("train", "test", "long")
-MONITOR_STATE = "TrainingMonitor"  # the key of a member's monitor state in its checkpoint's "callbacks"
 
 
-# -- stopping from outside -------------------------------------------------------------------------------------------
+# -- the loop --------------------------------------------------------------------------------------------------------
 
-class RunStopped(KeyboardInterrupt):
-    """Training was stopped from outside (SIGTERM, Ctrl-C, SIGHUP) before the run ended. Nothing is lost: the run
-    resumes from its last checkpoint when trained again. ``exit_code`` is the shell's for that signal (143, 130,
-    129)."""
+def train_members(waiting: list[tuple[int, RunConfig, Path]], *, device: torch.device, where: Path,
+                  cache_dir: Path | None = None, width: int | None = None, batched: bool = False,
+                  length: int | None = None, isolate_failures: bool = True, population: list[str] | None = None,
+                  progress: bool = False) -> dict[int, dict]:
+    """Train the admitted runs ``waiting`` ((index, config, run dir), in order) until none is left; returns each
+    one's results by index (a failed member has none). ``where``: named when training is stopped from outside
+    (:class:`RunStopped`); ``progress``: show a single run's progress bar. The rest: :class:`Loop`."""
+    if not waiting:
+        return {}
+    loop = Loop(waiting, device=device, cache_dir=cache_dir, width=width, batched=batched, length=length,
+                isolate_failures=isolate_failures, population=population)
+    bar = ProgressLine(waiting[0][1].training.max_batches) if progress and waiting else None
+    with stopped_from_outside(loop, where):
+        try:
+            loop.run(bar)
+        finally:
+            if bar is not None:
+                bar.stop()
+    return loop.results
 
-    def __init__(self, run_dir: Path, batch: int, why: str, exit_code: int):
-        super().__init__(f"{run_dir}: training was stopped by {why} at batch {batch}, before the run ended; run the "
-                         "same command again to resume it from its last checkpoint")
-        self.exit_code = exit_code
 
+class Loop:
+    """The live members of one population (P ≥ 1), stepped once a step, as the module docstring says.
+    ``waiting``: (index, config, run dir) of the admitted runs not yet opened, taken in order as slots free up.
+    ``isolate_failures``: a member that fails is recorded and leaves (a population); otherwise the error is raised (a
+    single run). ``population``: the run ids its members' results name (None: not a population)."""
 
-class CtrlC(Exception):
-    """SIGINT during training, raised in place of KeyboardInterrupt: Lightning answers a KeyboardInterrupt with
-    ``sys.exit(1)`` and no word, where a stopped run should say so and exit 130 (:class:`RunStopped`)."""
+    def __init__(self, waiting: list[tuple[int, RunConfig, Path]], *, device: torch.device,
+                 cache_dir: Path | None = None, width: int | None = None, batched: bool = False,
+                 length: int | None = None, isolate_failures: bool = True,
+                 population: list[str] | None = None) -> None:
+        self.fabric = Fabric(accelerator=device.type, devices=[device.index or 0] if device.type == "cuda" else 1,
+                             precision="32-true")
+        self.where = self.fabric.device
+        self.waiting, self.cache_dir, self.width = list(waiting), cache_dir, width
+        self.batched, self.length, self.isolate_failures = batched, length, isolate_failures
+        self.population_ids = population
+        self.vocab = job_vocabulary([config for _, config, _ in waiting]) if batched else None
+        self.results: dict[int, dict] = {}
+        self.live: list[Member] = []
+        self.together: BatchedPopulation | None = None
+        self.terminated = False  # SIGTERM arrived: the loop stops after the step in progress
 
+    def run(self, bar: "ProgressLine | None" = None) -> None:
+        """Open the first members, then step until every member has left."""
+        self.fill()
+        if bar is not None and self.live:
+            bar.start(self.batches_done)
+        while self.live:
+            first = self.live[0]
+            self.step()
+            if bar is not None:  # a single run's: its batches and latest numbers, also once it has left
+                bar.update(first.step, first.monitor.shown)
+            if self.terminated and self.live:
+                raise Terminated()
 
-class Hangup(CtrlC):
-    """SIGHUP during training (the terminal that started it closed): stopped with a line and 129, as Ctrl-C is,
-    where the default action ended the process without one."""
+    def step(self) -> None:
+        """One step of every live member: its batch, its update, its monitor; then the members done leave."""
+        live = self.live
+        if self.batched and self.together is None:
+            self.together = BatchedPopulation.of(live, self.where, self.length, self.vocab)
+        batches = [m.batches.batch(m.step) for m in live]
+        if self.together is not None:
+            nll, tokens = self.together.step(batches)
+        else:
+            nll, tokens = self.one_after_another(live, batches)
+        nll, tokens = nll.cpu(), tokens.cpu()  # one copy to the host a step, not one per member
+        for k, member in enumerate(live):
+            member.step += 1
+            if not torch.isfinite(nll[k]):
+                self.fail(member, FloatingPointError(f"training loss is {nll[k].item()} at batch {member.step}"))
+        if self.together is not None:
+            self.evaluate_together()
+        for k, member in enumerate(live):
+            if member.failed:
+                continue
+            try:
+                if self.together is not None and member.step % member.config.training.eval_every == 0:
+                    self.together.pull(member)  # its checkpoints and memory probe read the member's own module
+                member.monitor.after_batch(member.step, member.module, nll[k], tokens[k])
+            except (ArithmeticError, ValueError, RuntimeError) as error:  # its window, its evaluation: its failure
+                self.fail(member, error, f" (at batch {member.step})", traceback.format_exc())
+        self.refill()
 
+    def one_after_another(self, live: list[Member], batches: list) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each member's own step on its own batch (:func:`~pipeline.training.step.take_step`). Returns the summed
+        target NLLs and token counts (P,)."""
+        nlls, counts = [], []
+        for member, batch in zip(live, batches):
+            member.module.model.before_batch(member.step)  # a study probe's schedule follows the run's own batches
+            nll, tokens = take_step(member.module.model, member.optimizer, batch.to(member.module.device),
+                                    member.config.training, backward=self.fabric.backward)
+            nlls.append(nll)
+            counts.append(tokens)
+        return torch.stack(nlls), torch.stack(counts)
 
-@contextmanager
-def ctrl_c_as_exception():
-    """While training, Ctrl-C raises :class:`CtrlC` and SIGHUP :class:`Hangup` (outside the main thread, where
-    signals cannot be handled, this changes nothing)."""
-    import threading
+    def evaluate_together(self) -> None:
+        """Where members of the stacked model are due an evaluation, score every member's evaluation sets in one
+        stacked pass (:func:`~pipeline.training.population.evaluate_population`) and hand the due members' scores to
+        their monitors; members whose sets differ in size are left to evaluate their own modules."""
+        members = self.together.members
+        if not any(m.step % m.config.training.eval_every == 0 for m in members):
+            return
+        sets = [m.monitor.evaluation_sets(m.module, m.step) for m in members]
+        if len({len(fresh) for fresh, _ in sets}) != 1 or len({len(test) for _, test in sets}) != 1:
+            return
+        vocabs = [m.module.vocab for m in members]
+        train = evaluate_population(self.together.model, [fresh for fresh, _ in sets], vocabs)
+        test = evaluate_population(self.together.model, [test for _, test in sets], vocabs)
+        for k, member in enumerate(members):
+            if member.step % member.config.training.eval_every == 0:
+                member.monitor.scored[member.step] = (train[k], test[k])
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    # -- members coming and going --
 
-    def interrupt(signum, frame):
-        raise CtrlC()
+    def fill(self) -> None:
+        while (self.width is None or len(self.live) < self.width) and (member := self.newcomer()) is not None:
+            self.live.append(member)
 
-    def hangup(signum, frame):
-        raise Hangup()
+    def newcomer(self) -> Member | None:
+        """The next waiting run, opened (eval sets, model, checkpoint) only now; one resumed after it had stopped is
+        finished at once and the next taken."""
+        while self.waiting:
+            k, config, run_dir = self.waiting.pop(0)
+            member = open_member(config, run_dir, self.cache_dir, self.where, self.save_checkpoint)
+            member.index = k
+            if not member.done:
+                return member
+            self.leave(member)
+        return None
 
-    previous = signal.signal(signal.SIGINT, interrupt)
-    previous_hangup = signal.signal(signal.SIGHUP, hangup)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGHUP, previous_hangup)
+    def leave(self, member: Member) -> None:
+        if not member.failed:
+            self.results[member.index] = finish_member(member, self.where, self.population_ids)
+
+    def fail(self, member: Member, error: Exception, where: str = "", trace: str = "") -> None:
+        """This member fails, as its single run would (``error`` raised); in a population it is recorded instead
+        (``where``: at which batch) and the others go on without it."""
+        if not self.isolate_failures:
+            raise error
+        member.failed = True
+        RunDir(member.run_dir).write_failure(failure_record(f"{type(error).__name__}: {error}{where}", trace))
+
+    def refill(self) -> None:
+        """Every member that is done leaves; the next waiting run takes its slot."""
+        together = self.together
+        for member in [m for m in self.live if m.done]:
+            if together is not None:
+                together.pull(member)  # its final weights, for its last evaluation
+            new = self.newcomer()
+            if together is not None and together.captured is not None and new is not None:
+                together.replace(member, new)  # into its slot: the captured step goes on, no new capture
+                self.live[self.live.index(member)] = new
+            else:
+                self.live.remove(member)
+                self.live.extend([new] if new is not None else [])
+                if together is not None:  # rebuilt around the others next step
+                    together.release()
+                    self.together = together = None
+            self.leave(member)
+
+    @property
+    def batches_done(self) -> int:
+        """The step of the first live member (a single run's batches done), for a progress bar."""
+        return self.live[0].step if self.live else 0
+
+    # -- checkpoints --
+
+    def save_checkpoint(self, member: Member, path: Path, weights_only: bool) -> None:
+        """``member``'s checkpoint at ``path`` (:func:`~pipeline.training.runlife.write_checkpoint`), written by
+        Fabric; a batched member's weights and RMSProp state are pulled from the stacked model first."""
+        if member.population is not None:
+            member.population.pull(member)
+        write_checkpoint(path, member.module, member.step, None if weights_only else member.optimizer,
+                         member.monitor, save=lambda checkpoint, to: self.fabric.save(to, checkpoint))
 
 
 # -- a member: one run in the loop -----------------------------------------------------------------------------------
 
 @dataclasses.dataclass(eq=False)  # a member is itself: found in lists by identity, not by comparing its tensors
 class Member:
-    """One run being trained, and what its :class:`TrainingMonitor` asks of a trainer: its step (``global_step``),
-    its stop flag, its loggers, and its checkpoints."""
+    """One run being trained: its config, folder, model and optimizer, monitor, stream and step."""
 
     config: RunConfig
     run_dir: Path
@@ -128,63 +256,53 @@ class Member:
     batches: TrainingBatches
     eval_sets: dict
     commits: list[str]
-    optimizer: torch.optim.RMSprop  # the run's own optimizer: its state is what the checkpoints hold
+    optimizer: torch.optim.Optimizer  # the run's own optimizer: its state is what the checkpoints hold
     step: int = 0
     index: int = 0  # its place in the caller's list of runs
-    loggers: list = dataclasses.field(default_factory=list)
-    should_stop: bool = False
     failed: bool = False  # its training failed here (its failed.json says why): it leaves without results
-    engine: "PopulationModule | None" = None
     population: "BatchedPopulation | None" = None  # the stacked model it trains in, when batched
 
     @property
-    def global_step(self) -> int:
-        return self.step
-
-    @property
     def done(self) -> bool:
-        return self.should_stop or self.step >= self.config.training.max_batches
-
-    def save_checkpoint(self, path: Path, weights_only: bool = False) -> None:
-        self.engine.save_member_checkpoint(self, Path(path), weights_only)
+        return self.failed or self.monitor.stopped_early or self.step >= self.config.training.max_batches
 
 
-def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device: torch.device) -> Member:
-    """Set up one admitted run (:func:`~pipeline.training.runlife.admit`) at its last checkpoint, or at batch 0."""
+def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device: torch.device, save) -> Member:
+    """Set up one admitted run (:func:`~pipeline.training.runlife.admit`) at its last checkpoint, or at batch 0.
+    ``save(member, path, weights_only)`` writes its checkpoints (:meth:`Loop.save_checkpoint`)."""
     commits = record_commit(run_dir)
     eval_sets = {split: load_eval_set(config.task, split, cache_dir, config.length_distribution)
                  for split in EVAL_SPLITS}
-    monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs)
-    last = monitor.last_path if monitor.last_path.exists() else None
+    last = RunDir(run_dir).last_checkpoint
+    checkpoint = read_checkpoint(last, run_dir) if last.exists() else None
     L.seed_everything(config.training.seed, workers=True, verbose=False)  # every random choice from the run's seed
     module = TransductionModule.from_config(config).to(device)
-    optimizer = make_optimizer(module.parameters(), config.training)
-    step = 0
-    if last is not None:
-        checkpoint = read_checkpoint(last, run_dir)
-        module.load_state_dict(checkpoint["state_dict"])
-        optimizer.load_state_dict(checkpoint["optimizer_states"][0])
-        monitor.load_state_dict(checkpoint["callbacks"][MONITOR_STATE])
-        step = checkpoint["global_step"]
-    monitor.on_train_start(step)
-    t = config.training
-    batches = TrainingBatches(module.task, module.vocab, seed=t.seed, batch_size=t.batch_size, pool=t.length_pool,
-                              start=step)
-    loggers = [ResumableCSVLogger(run_dir, keep_through_step=step if last is not None else None)]
+    optimizer = module.configure_optimizers()
+    step = checkpoint["global_step"] if checkpoint is not None else 0
+    loggers = [ResumableCSVLogger(run_dir, keep_through_step=step if checkpoint is not None else None)]
     if config.tracking.wandb != "off":
         from pipeline.training.tracking import wandb_logger
 
         loggers.append(wandb_logger(config, run_dir))
-    member = Member(config, Path(run_dir), module, monitor, batches, eval_sets, commits, optimizer, step,
-                    loggers=loggers)
-    member.should_stop = monitor.stop_reason is not None  # resumed after it had stopped: nothing left to train
+    # the monitor writes the member's checkpoints through ``save``; the member is made just below
+    monitor = TrainingMonitor(run_dir, eval_sets["test"].pairs, loggers,
+                              save=lambda path, weights_only: save(member, path, weights_only))
+    if checkpoint is not None:
+        module.load_state_dict(checkpoint["state_dict"])
+        optimizer.load_state_dict(checkpoint["optimizer_states"][0])
+        monitor.load_state_dict(checkpoint["callbacks"][MONITOR_STATE])
+    monitor.start(step)
+    t = config.training
+    batches = TrainingBatches(module.task, module.vocab, seed=t.seed, batch_size=t.batch_size, pool=t.length_pool,
+                              start=step)
+    member = Member(config, Path(run_dir), module, monitor, batches, eval_sets, commits, optimizer, step)
     return member
 
 
 def finish_member(member: Member, device: torch.device, population: list[str] | None) -> dict:
     """What a run does when its training ends: the last window and an evaluation, ``last.ckpt``, then the selected
     checkpoint evaluated and ``results.json`` written last (naming the population it trained in, if any)."""
-    member.monitor.on_train_end(member, member.module)
+    member.monitor.finish(member.step, member.module)
     results = final_results(member.module, member.monitor, member.step, member.eval_sets, member.run_dir,
                             member.commits, device)
     if population is not None:
@@ -193,7 +311,7 @@ def finish_member(member: Member, device: torch.device, population: list[str] | 
     if member.config.tracking.wandb != "off":
         from pipeline.training.tracking import log_final_results
 
-        log_final_results(member.loggers, results)
+        log_final_results(member.monitor.loggers, results)
     return results
 
 
@@ -282,11 +400,10 @@ class BatchedPopulation:
         """``members`` stacked; ``vocab``: the largest (input, output) vocabularies of the runs that may take a slot
         later (their rows padded to it: :class:`~pipeline.training.population.Population`)."""
         models = [m.module.model for m in members]
-        kind = MODELS[members[0].config.model.name].population_class()
+        kind = population_class(members[0].config.model.name)
         model = kind(models, vocab).to(device)
-        t = members[0].config.training
-        optimizer = PopulationRMSprop(model.ordered_parameters(), [m.config.training.lr for m in members],
-                                      t.rmsprop_alpha, t.rmsprop_eps)
+        t = members[0].config.training  # what the members share (run.SHARED_TRAINING); each has its own rate
+        optimizer = make_optimizer(model.ordered_parameters(), t, rates=[m.config.training.lr for m in members])
         params = [list(m.module.model.parameters()) for m in members]
         for i, (name, avg) in enumerate(zip(model.names, optimizer.square_avg)):
             for k, m in enumerate(members):
@@ -350,286 +467,97 @@ def _scalar_dtype() -> torch.dtype:
     return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
 
 
-# -- the LightningModule ---------------------------------------------------------------------------------------------
+# -- stopping from outside -------------------------------------------------------------------------------------------
 
-class Ticks(IterableDataset):
-    """The Trainer's endless stream: one tick per training step. Each member draws its own batch from its own stream
-    at its own step (:class:`~pipeline.data.stream.TrainingBatches`), so no batch passes through a DataLoader."""
+class RunStopped(KeyboardInterrupt):
+    """Training was stopped from outside (SIGTERM, Ctrl-C, SIGHUP) before the run ended. Nothing is lost: the run
+    resumes from its last checkpoint when trained again. ``exit_code`` is the shell's for that signal (143, 130,
+    129)."""
 
-    def __iter__(self):
-        return itertools.count()
-
-
-class PopulationModule(L.LightningModule):
-    """The live members of one population (P ≥ 1), stepped once per training step, as the module docstring says.
-    ``waiting``: (index, config, run dir) of the admitted runs not yet opened, taken in order as slots free up.
-    ``isolate_failures``: a member that fails is recorded and leaves (a population); otherwise the error is raised (a
-    single run). ``population``: the run ids its members' results name (None: not a population)."""
-
-    def __init__(self, waiting: list[tuple[int, RunConfig, Path]], *, device: torch.device,
-                 cache_dir: Path | None = None, width: int | None = None, batched: bool = False,
-                 length: int | None = None, isolate_failures: bool = True, population: list[str] | None = None,
-                 show_progress: bool = False) -> None:
-        super().__init__()
-        self.automatic_optimization = False  # the step is ours (pipeline.training.step); Lightning runs the loop
-        self.waiting, self.where, self.cache_dir, self.width = list(waiting), device, cache_dir, width
-        self.batched, self.length, self.isolate_failures = batched, length, isolate_failures
-        self.population_ids, self.show_progress = population, show_progress
-        self.vocab = job_vocabulary([config for _, config, _ in waiting]) if batched else None
-        self.results: dict[int, dict] = {}
-        self.live: list[Member] = []
-        self.together: BatchedPopulation | None = None
-        self._saving: Member | None = None
-
-    # -- members coming and going --
-
-    def fill(self) -> None:
-        while (self.width is None or len(self.live) < self.width) and (member := self.newcomer()) is not None:
-            self.live.append(member)
-
-    def newcomer(self) -> Member | None:
-        """The next waiting run, opened (eval sets, model, checkpoint) only now; one resumed after it had stopped is
-        finished at once and the next taken."""
-        while self.waiting:
-            k, config, run_dir = self.waiting.pop(0)
-            member = open_member(config, run_dir, self.cache_dir, self.where)
-            member.index, member.engine = k, self
-            if not member.done:
-                return member
-            self.leave(member)
-        return None
-
-    def leave(self, member: Member) -> None:
-        if not member.failed:
-            self.results[member.index] = finish_member(member, self.where, self.population_ids)
-
-    def fail(self, member: Member, error: Exception, where: str = "", trace: str = "") -> None:
-        """This member fails, as its single run would (``error`` raised); in a population it is recorded instead
-        (``where``: at which batch) and the others go on without it."""
-        if not self.isolate_failures:
-            raise error
-        member.should_stop = member.failed = True
-        RunDir(member.run_dir).write_failure(failure_record(f"{type(error).__name__}: {error}{where}", trace))
-
-    def refill(self) -> None:
-        """Every member that is done leaves; the next waiting run takes its slot."""
-        together = self.together
-        for member in [m for m in self.live if m.done]:
-            if together is not None:
-                together.pull(member)  # its final weights, for its last evaluation
-            new = self.newcomer()
-            if together is not None and together.captured is not None and new is not None:
-                together.replace(member, new)  # into its slot: the captured step goes on, no new capture
-                self.live[self.live.index(member)] = new
-            else:
-                self.live.remove(member)
-                self.live.extend([new] if new is not None else [])
-                if together is not None:  # rebuilt around the others next step
-                    together.release()
-                    self.together = together = None
-            self.leave(member)
-
-    @property
-    def batches_done(self) -> int:
-        """The step of the first live member (a single run's batches done), for a progress bar."""
-        return self.live[0].step if self.live else 0
-
-    # -- Lightning --
-
-    def on_train_start(self) -> None:
-        # opened here, with the Trainer attached: a run resumed after it had stopped is finished at once, and
-        # finishing writes its last checkpoint through the Trainer
-        self.fill()
-        if not self.live:
-            self.trainer.should_stop = True
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(Ticks(), batch_size=None, num_workers=0)
-
-    def configure_optimizers(self):
-        return None  # each member's own (make_optimizer), stepped by take_step or the stacked update
-
-    def training_step(self, tick, tick_index: int) -> None:
-        live = self.live
-        if self.batched and self.together is None:
-            self.together = BatchedPopulation.of(live, self.where, self.length, self.vocab)
-        batches = [m.batches.batch(m.step) for m in live]
-        if self.together is not None:
-            nll, tokens = self.together.step(batches)
-        else:
-            nll, tokens = self.one_after_another(live, batches)
-        nll, tokens = nll.cpu(), tokens.cpu()  # one copy to the host a step, not one per member
-        for k, member in enumerate(live):
-            member.step += 1
-            if not torch.isfinite(nll[k]):
-                self.fail(member, FloatingPointError(f"training loss is {nll[k].item()} at batch {member.step}"))
-        if self.together is not None:
-            self.evaluate_together()
-        for k, member in enumerate(live):
-            if member.failed:
-                continue
-            try:
-                if self.together is not None and member.step % member.config.training.eval_every == 0:
-                    self.together.pull(member)  # its checkpoints and memory probe read the member's own module
-                member.monitor.on_train_batch_end(member, member.module, nll[k], tokens[k])
-            except (ArithmeticError, ValueError, RuntimeError) as error:  # its window, its evaluation: its failure
-                self.fail(member, error, f" (at batch {member.step})", traceback.format_exc())
-        if self.show_progress and live:
-            for key, value in live[0].monitor.shown.items():
-                self.log(key, value, prog_bar=True, logger=False)
-        self.refill()
-        if not self.live:
-            self.trainer.should_stop = True
-
-    def evaluate_together(self) -> None:
-        """Where members of the stacked model are due an evaluation, score every member's evaluation sets in one
-        stacked pass (:func:`~pipeline.training.population.evaluate_population`) and hand the due members' scores to
-        their monitors; members whose sets differ in size are left to evaluate their own modules."""
-        members = self.together.members
-        if not any(m.step % m.config.training.eval_every == 0 for m in members):
-            return
-        sets = [m.monitor.evaluation_sets(m.module, m.step) for m in members]
-        if len({len(fresh) for fresh, _ in sets}) != 1 or len({len(test) for _, test in sets}) != 1:
-            return
-        vocabs = [m.module.vocab for m in members]
-        train = evaluate_population(self.together.model, [fresh for fresh, _ in sets], vocabs)
-        test = evaluate_population(self.together.model, [test for _, test in sets], vocabs)
-        for k, member in enumerate(members):
-            if member.step % member.config.training.eval_every == 0:
-                member.monitor.scored[member.step] = (train[k], test[k])
-
-    def one_after_another(self, live: list[Member], batches: list) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each member's own step on its own batch (:func:`~pipeline.training.step.take_step`). Returns the summed
-        target NLLs and token counts (P,)."""
-        nlls, counts = [], []
-        for member, batch in zip(live, batches):
-            member.module.model.before_batch(member.step)  # a study probe's schedule follows the run's own batches
-            nll, tokens = take_step(member.module.model, member.optimizer, batch.to(member.module.device),
-                                    member.config.training, backward=self.manual_backward)
-            nlls.append(nll)
-            counts.append(tokens)
-        return torch.stack(nlls), torch.stack(counts)
-
-    # -- checkpoints --
-
-    def save_member_checkpoint(self, member: Member, path: Path, weights_only: bool) -> None:
-        """``member``'s checkpoint, written by ``Trainer.save_checkpoint`` and made the member's own by
-        :meth:`on_save_checkpoint`."""
-        if member.population is not None:
-            member.population.pull(member)
-        self._saving = member
-        try:
-            self.trainer.save_checkpoint(path, weights_only=weights_only)
-        finally:
-            self._saving = None
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        """The Trainer's checkpoint made the member's: its weights, step and config and, unless weights only, its
-        RMSProp state and monitor. The Trainer's loop state is the population's, not the member's: it is left out
-        (a member resumes at its own step, from its own stream)."""
-        member = self._saving
-        checkpoint.pop("loops", None)
-        checkpoint.update({"epoch": 0, "global_step": member.step, "state_dict": member.module.state_dict(),
-                           "hparams_name": None, "hyper_parameters": member.module.hparams})
-        if "optimizer_states" in checkpoint:
-            checkpoint.update({"callbacks": {MONITOR_STATE: member.monitor.state_dict()},
-                               "optimizer_states": [member.optimizer.state_dict()], "lr_schedulers": []})
+    def __init__(self, run_dir: Path, batch: int, why: str, exit_code: int):
+        super().__init__(f"{run_dir}: training was stopped by {why} at batch {batch}, before the run ended; run the "
+                         "same command again to resume it from its last checkpoint")
+        self.exit_code = exit_code
 
 
-# -- running it ------------------------------------------------------------------------------------------------------
+class CtrlC(Exception):
+    """SIGINT during training, raised in place of KeyboardInterrupt, so that a stopped run says so and exits 130
+    (:class:`RunStopped`)."""
 
-class RunProgressBar(ProgressBar):
-    """A run's progress over its whole budget, on Lightning's public ``ProgressBar`` interface: "batches 41/60"
-    counts from the batch a resumed run starts at (and says so), and its time left is measured on this session's
-    batches only."""
+
+class Hangup(CtrlC):
+    """SIGHUP during training (the terminal that started it closed): stopped with a line and 129, as Ctrl-C is,
+    where the default action ended the process without one."""
+
+
+class Terminated(CtrlC):
+    """SIGTERM during training (``kill``, a cluster's pre-emption, a sweep stopping its workers): raised between two
+    steps, after the step in progress, and stopped with a line and 143."""
+
+
+@contextmanager
+def stopped_from_outside(loop: Loop, where: Path):
+    """While ``loop`` trains, Ctrl-C and SIGHUP stop it at once and SIGTERM after the step in progress, each as
+    :class:`RunStopped` naming ``where`` and the batch it stopped at; the handlers in force before are given back.
+    (Outside the main thread, where signals cannot be handled, only the translation applies.)"""
+    import threading
+
+    def stopped(why: str, code: int) -> RunStopped:
+        return RunStopped(where, min((m.step for m in loop.live), default=0), why, code)
+
+    def interrupt(signum, frame):
+        raise CtrlC()
+
+    def hangup(signum, frame):
+        raise Hangup()
+
+    def terminate(signum, frame):
+        loop.terminated = True
+
+    handlers = {signal.SIGINT: interrupt, signal.SIGHUP: hangup, signal.SIGTERM: terminate}
+    main = threading.current_thread() is threading.main_thread()
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()} if main else {}
+    try:
+        yield
+    except Terminated:
+        raise stopped("SIGTERM", 128 + signal.SIGTERM) from None
+    except Hangup:
+        raise stopped("SIGHUP (its terminal closed)", 128 + signal.SIGHUP) from None
+    except CtrlC:
+        raise stopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
+    except KeyboardInterrupt:  # off the main thread, or a SIGINT before the handler was in place
+        raise stopped("an interrupt", 128 + signal.SIGINT) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class ProgressLine:
+    """A single run's progress over its whole budget: "batches 41/60" counts from the batch a resumed run starts at
+    (and says so), its time left measured on this session's batches only, beside its latest perplexity and
+    accuracies."""
 
     def __init__(self, max_batches: int, console=None) -> None:
-        super().__init__()
         self.max_batches = max_batches
         self._console = console
         self._progress = None
         self._task = None
-        self._enabled = True
 
-    def disable(self) -> None:
-        self._enabled = False
-
-    def enable(self) -> None:
-        self._enabled = True
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if not self._enabled or self._progress is not None:
-            return
+    def start(self, start: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        start = pl_module.batches_done
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                   TimeRemainingColumn(), TextColumn("{task.fields[metrics]}"), console=self._console)
         description = f"batches (resumed at {start:,})" if start else "batches"
         self._task = self._progress.add_task(description, total=self.max_batches, completed=start, metrics="")
         self._progress.start()
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+    def update(self, done: int, shown: dict) -> None:
         if self._progress is not None:
-            metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
-            shown = "  ".join(f"{k} {float(v):.4g}" for k, v in metrics.items())
-            self._progress.update(self._task, completed=pl_module.batches_done or self.max_batches, metrics=shown)
+            metrics = "  ".join(f"{k} {float(v):.4g}" for k, v in shown.items())
+            self._progress.update(self._task, completed=done, metrics=metrics)
 
-    def on_train_end(self, trainer, pl_module) -> None:
-        self._stop()
-
-    def on_exception(self, trainer, pl_module, exception) -> None:
-        self._stop()
-
-    def _stop(self) -> None:
+    def stop(self) -> None:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-
-
-@contextmanager
-def quiet_lightning():
-    """Lightning's start-up lines (accelerators available, a "Tip", a dataloader warning about an endless stream)
-    say nothing about a run; keep a run's output to what it does."""
-    names = ("lightning.pytorch.utilities.rank_zero", "lightning.pytorch.accelerators.cuda",
-             "lightning.fabric.utilities.rank_zero")
-    levels = {name: logging.getLogger(name).level for name in names}
-    for name in names:
-        logging.getLogger(name).setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            for message in (".*IterableDataset.*__len__.*", ".*does not have many workers.*", ".*LeafSpec.*",
-                            ".*configure_optimizers.*returned `None`.*"):
-                warnings.filterwarnings("ignore", message=message)
-            yield
-    finally:
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
-
-
-def fit(engine: PopulationModule, device: torch.device, where: Path, max_batches: int | None = None) -> None:
-    """Train ``engine``'s members with Lightning's Trainer until none is left. ``max_batches``: a single run's
-    budget, for its progress bar (None: no bar). Stopped from outside: :class:`RunStopped`, naming ``where``."""
-    if not engine.waiting:
-        return
-    bar = [RunProgressBar(max_batches)] if max_batches is not None else []
-
-    def stopped(why: str, code: int) -> RunStopped:
-        return RunStopped(where, min((m.step for m in engine.live), default=0), why, code)
-
-    with quiet_lightning():
-        trainer = L.Trainer(max_epochs=1, max_steps=-1, logger=False, callbacks=bar, enable_checkpointing=False,
-                            enable_progress_bar=bool(bar), enable_model_summary=False, limit_val_batches=0,
-                            num_sanity_val_steps=0, accelerator=device.type,
-                            devices=[device.index or 0] if device.type == "cuda" else 1, default_root_dir=str(where))
-        try:
-            with ctrl_c_as_exception():
-                trainer.fit(engine)
-        except SIGTERMException:  # Lightning's: a SystemExit with status 0, which would read as success
-            raise stopped("SIGTERM", 128 + signal.SIGTERM) from None
-        except Hangup:
-            raise stopped("SIGHUP (its terminal closed)", 128 + signal.SIGHUP) from None
-        except CtrlC:
-            raise stopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
-    if trainer.interrupted:  # stopped from outside (Ctrl-C): the run is unfinished and resumes next time
-        raise stopped("an interrupt", 128 + signal.SIGINT)

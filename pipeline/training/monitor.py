@@ -14,14 +14,18 @@
   and ``timings.csv`` (the wall-clock seconds at every logged step, kept out of ``metrics.csv``).
   The logs are flushed first, so everything logged up to a checkpoint is on disk when it is written.
 
-The training loop (:mod:`pipeline.training.engine`) calls it after every batch of its run with that run's
-:class:`~pipeline.training.engine.Member` as ``trainer``: its step, stop flag, loggers and checkpoints.
+The training loop (:mod:`pipeline.training.engine`) hands it what it needs when it opens the run: the run's loggers
+and a function that writes the run's checkpoint to a path (weights only, or all to resume from). It then calls
+:meth:`~TrainingMonitor.start`, :meth:`~TrainingMonitor.after_batch` after each of the run's batches and
+:meth:`~TrainingMonitor.finish` at its end; a stop decided here is :attr:`~TrainingMonitor.stop_reason`, which the loop
+reads.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +49,15 @@ def fresh_training_pairs(task: Task, seed: int, step: int, n: int) -> list[Pair]
 
 
 class TrainingMonitor:
-    def __init__(self, run_dir: Path, test_pairs: list[Pair]) -> None:
+    """One run's schedule (the module docstring). ``loggers``: where its rows go (``metrics.csv`` first);
+    ``save(path, weights_only)``: writes the run's checkpoint to ``path``."""
+
+    def __init__(self, run_dir: Path, test_pairs: list[Pair], loggers: Sequence = (),
+                 save: Callable[[Path, bool], None] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.test_pairs = test_pairs
+        self.loggers = list(loggers)
+        self.save = save
         # state saved with every checkpoint
         self.window_nll = 0.0
         self.window_tokens = 0
@@ -120,41 +130,40 @@ class TrainingMonitor:
             self.cpu_elapsed += cpu - self._cpu_since
         self._since, self._cpu_since = now, cpu
 
-    # -- hooks ------------------------------------------------------------------------------------------------------
+    # -- what the loop calls --------------------------------------------------------------------------------------
 
-    def on_train_start(self, step: int) -> None:
+    def start(self, step: int) -> None:
         """Training (re)starts at batch ``step``: the clocks run from now."""
         self._start_clocks()
         self.restore_windows(step)
 
-    def on_train_batch_end(self, trainer, module, nll, tokens) -> None:
-        """After batch ``trainer.global_step`` (counted from 1): its summed target NLL and token count."""
+    def after_batch(self, step: int, module, nll, tokens) -> None:
+        """After batch ``step`` (counted from 1): its summed target NLL and token count."""
         t = module.config.training
-        step = trainer.global_step
         self.window_nll += float(nll)
         self.window_tokens += int(tokens)
         metrics = {}
         if step % t.perplexity_every == 0:
             metrics.update(self._close_window(module, step))
             if should_prune(step, t, self.windows or []):
-                self._stop(trainer, "pruned")
+                self._stop("pruned")
         if step % t.eval_every == 0:
-            metrics.update(self._evaluate(trainer, module, step))
-        self._log(trainer, metrics, step)
-        if step % t.checkpoint_every == 0 or step % t.eval_every == 0 or trainer.should_stop:
-            self.save_last(trainer)
+            metrics.update(self._evaluate(module, step))
+        self._log(metrics, step)
+        if step % t.checkpoint_every == 0 or step % t.eval_every == 0 or self.stopped_early:
+            self.save_last()
 
-    def on_train_end(self, trainer, module) -> None:
-        # Every run ends evaluated, whatever its budget: a budget that is not a multiple of eval_every (or below it)
-        # still gets its last batches' perplexity and an evaluation, hence a best checkpoint to report.
-        step = trainer.global_step
+    def finish(self, step: int, module) -> None:
+        """The run's training ended at batch ``step``. Every run ends evaluated, whatever its budget: a budget that is
+        not a multiple of eval_every (or below it) still gets its last batches' perplexity and an evaluation, hence a
+        best checkpoint to report."""
         metrics = {}
         if self.window_tokens:
             metrics.update(self._close_window(module, step))
         if step and self.last_eval_step != step:
-            metrics.update(self._evaluate(trainer, module, step))
-        self._log(trainer, metrics, step)
-        self.save_last(trainer)
+            metrics.update(self._evaluate(module, step))
+        self._log(metrics, step)
+        self.save_last()
 
     # -- pieces -----------------------------------------------------------------------------------------------------
 
@@ -179,14 +188,14 @@ class TrainingMonitor:
             logged = logged_values(RunDir(self.run_dir).read_metrics(), TRAIN_PERPLEXITY)
             self.windows = [(batch, perplexity) for batch, perplexity in logged if batch <= step]
 
-    def _log(self, trainer, metrics: dict, step: int) -> None:
+    def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` to every logger; the wall-clock time to the dashboard and ``timings.csv`` only, so that two
         runs of one config write the same ``metrics.csv``, byte for byte."""
         if not metrics:
             return
         self._tick()
         self.timings.append((step, round(self.elapsed, 3)))
-        for logger in trainer.loggers:
+        for logger in self.loggers:
             extra = {} if isinstance(logger, ResumableCSVLogger) else {"time/elapsed_s": self.elapsed}
             logger.log_metrics({**metrics, **extra}, step=step)
             logger.save()
@@ -197,7 +206,7 @@ class TrainingMonitor:
         t = module.config.training
         return fresh_training_pairs(module.task, t.seed, step, t.eval_size), self.test_pairs[: t.test_eval_size]
 
-    def _evaluate(self, trainer, module, step: int) -> dict:
+    def _evaluate(self, module, step: int) -> dict:
         t = module.config.training
         vocab: JointVocabulary = module.vocab
         fresh, test_pairs = self.evaluation_sets(module, step)
@@ -212,23 +221,23 @@ class TrainingMonitor:
             self.best = dict(step=step, train_coarse=train.coarse, train_fine=train.fine,
                              train_perplexity=self.last_perplexity)
             with written_atomically(self.best_path) as partial:  # a full disk leaves the old one whole
-                trainer.save_checkpoint(partial, weights_only=True)
+                self.save(partial, True)
 
         self.perfect_streak = coarse_streak(self.perfect_streak, train.coarse, t)
         if converged(self.perfect_streak, t):
-            self._stop(trainer, "converged")
+            self._stop("converged")
         elif plateaued(self.windows, step, t, self.left_start_at):
-            self._stop(trainer, "plateau")
+            self._stop("plateau")
         return metrics
 
-    def _stop(self, trainer, reason: str) -> None:
+    def _stop(self, reason: str) -> None:
+        """The run stops early, for the first reason given."""
         if self.stop_reason is None:
             self.stop_reason = reason
-        trainer.should_stop = True
 
-    def save_last(self, trainer) -> None:
-        for logger in trainer.loggers:
+    def save_last(self) -> None:
+        for logger in self.loggers:
             logger.save()
         RunDir(self.run_dir).write_timings(self.timings)
         with written_atomically(self.last_path) as partial:
-            trainer.save_checkpoint(partial, weights_only=False)
+            self.save(partial, False)

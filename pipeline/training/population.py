@@ -15,7 +15,6 @@ training").
 * :class:`PopulationJMStack` and :class:`PopulationTransformer`: the two baselines beside the paper
   (``docs/models.md``), stacked alike; a Transformer with randomised positions is not (its positions are drawn on the
   host for every batch, which a captured step cannot replay).
-* :class:`PopulationRMSprop`: ``torch.optim.RMSprop`` with a learning rate per member.
 * :func:`population_step` and :class:`CapturedStep`: the stacked form of the training step
   (:func:`pipeline.training.step.update`), eager or replayed as a CUDA graph. Members may differ in seed, learning rate
   and task (vocabularies padded, as above); each member's batches are its own stream's, padded to the longest.
@@ -35,7 +34,7 @@ from pipeline.models.deep_lstm import DeepLSTM
 from pipeline.models.jm_stack import JMStackLSTM, step_stack
 from pipeline.models.memory_lstm import MemoryLSTM
 from pipeline.models.transformer import Transformer, sinusoids
-from pipeline.training.step import update
+from pipeline.training.step import PopulationRMSprop, update
 
 # The parameters whose first dimension is a vocabulary: the input ids' embedding, the output ids' logits.
 INPUT_ROWS = ("embed.weight",)
@@ -402,6 +401,23 @@ class PopulationTransformer(Population):
         return self.readout(self.norm(x, "norm").reshape(P, B, L, d))
 
 
+# Which stacked model holds P runs of each architecture: training's own table (the model registry names no training
+# class). An architecture missing here trains alone, or in a population one member after another.
+POPULATION_CLASSES: dict[str, type[Population]] = {
+    **{f"lstm{layers}": PopulationLSTM for layers in (1, 2, 4, 8)},
+    **{memory: PopulationMemoryLSTM for memory in ("stack", "queue", "deque")},
+    "transformer": PopulationTransformer,
+    "jm_stack": PopulationJMStack,
+}
+
+
+def population_class(name: str) -> type[Population]:
+    """The :class:`Population` that stacks runs of architecture ``name``."""
+    if name not in POPULATION_CLASSES:
+        raise ValueError(f"model {name!r} cannot be stacked as one batched population")
+    return POPULATION_CLASSES[name]
+
+
 def stack_batches(batches: list[Batch], length: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """One batch per member, right-padded to the longest (or to ``length``, a static shape: then a member's
     arithmetic never depends on the other members' batches): inputs and targets (P, B, L) and lengths (P, B).
@@ -446,44 +462,6 @@ def evaluate_population(model: Population, member_pairs: list[list], vocabs: lis
     return [Scores(correct_prefix=prefix, target_lengths=torch.tensor([len(p.target) + 1 for p in pairs]),
                    source_lengths=torch.tensor([len(p.source) for p in pairs]))
             for prefix, pairs in zip(prefixes, member_pairs)]
-
-
-class PopulationRMSprop:
-    """``torch.optim.RMSprop`` (no momentum, not centred, no weight decay: the single run's) with a learning rate per
-    member, ``lr`` (P,): square_avg = alpha·square_avg + (1 - alpha)·g², then p -= lr · g / (sqrt(square_avg) + eps)."""
-
-    def __init__(self, params: list[Tensor], lr, alpha: float, eps: float) -> None:
-        # the rates as exact as the single runs' Python floats (a float32 tensor would round 1e-3 to 1.00000005e-3)
-        self.params, self.lr, self.alpha, self.eps = params, torch.as_tensor(lr, dtype=torch.float64), alpha, eps
-        self.square_avg = [torch.zeros_like(p) for p in params]
-        self._rates: dict[tuple, Tensor] = {}  # lr on each parameter's device and dtype, made once (outside a capture)
-
-    def rate(self, p: Tensor) -> Tensor:
-        """The rates (P, 1, ...) for parameter ``p``, on its device in its dtype: made on first use, so that a captured
-        step copies nothing from the host."""
-        key = (p.device, p.dtype, p.dim())
-        if key not in self._rates:
-            self._rates[key] = self.lr.to(device=p.device, dtype=p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
-        return self._rates[key]
-
-    @torch.no_grad()
-    def set_rate(self, k: int, lr: float) -> None:
-        """Member ``k``'s learning rate is now ``lr`` (a new run in its slot), in place: a captured step reads it."""
-        self.lr[k] = lr
-        for rates in self._rates.values():
-            rates[k] = lr
-
-    @torch.no_grad()
-    def step(self) -> None:
-        for p, avg in zip(self.params, self.square_avg):
-            if p.grad is None:
-                continue
-            avg.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
-            p.sub_(self.rate(p) * p.grad / (avg.sqrt() + self.eps))
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
 
 
 def population_step(model: Population, optimizer: PopulationRMSprop, batches: list[Batch], clip: float,

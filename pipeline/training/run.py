@@ -30,7 +30,7 @@ from pipeline.paths import RUNS_DIR
 from pipeline.provenance import check_committed
 from pipeline.rundir import RunDir
 from pipeline.runtime import configure_cpu_process, resolve_device
-from pipeline.training.engine import EVAL_SPLITS, PopulationModule, RunStopped, fit
+from pipeline.training.engine import EVAL_SPLITS, RunStopped, train_members
 from pipeline.training.module import TransductionModule
 from pipeline.training.runlife import RunBusy, admit, holding, lost_its_checkpoint, read_checkpoint
 
@@ -70,10 +70,9 @@ def train(config: RunConfig, run_dir: Path | None = None, *, cache_dir: Path | N
         if not admit(config, run_dir, restart, reopen):
             return RunDir(run_dir).read_results()
         configure_cpu_process()
-        engine = PopulationModule([(0, config, run_dir)], device=device, cache_dir=cache_dir,
-                                  isolate_failures=False, show_progress=progress)
-        fit(engine, device, run_dir, config.training.max_batches if progress else None)
-    return engine.results[0]
+        results = train_members([(0, config, run_dir)], device=device, where=run_dir, cache_dir=cache_dir,
+                                isolate_failures=False, progress=progress)
+    return results[0]
 
 
 def population_key(config: RunConfig) -> tuple:
@@ -88,8 +87,12 @@ def population_key(config: RunConfig) -> tuple:
 def cannot_batch(config: RunConfig) -> str | None:
     """Why ``config``'s run cannot be a member of a batched population (None where it can): its model's reason
     (:func:`pipeline.models.unstackable`), or an optimizer other than the RMSProp the batched step implements
-    (:class:`~pipeline.training.population.PopulationRMSprop`)."""
+    (:class:`~pipeline.training.step.PopulationRMSprop`)."""
+    from pipeline.training.population import POPULATION_CLASSES
+
     why = unstackable(config.model)
+    if why is None and config.model.name not in POPULATION_CLASSES:
+        why = f"model {config.model.name!r} has no batched population"
     if why is None and config.training.optimizer != "rmsprop":
         why = f"training.optimizer is {config.training.optimizer!r}; a batched population steps RMSProp only"
     return why
@@ -170,10 +173,9 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
                 waiting.append((k, config, run_dir))
             else:
                 answered[k] = RunDir(run_dir).read_results()
-        engine = PopulationModule(waiting, device=device, cache_dir=cache_dir, width=width, batched=batched,
-                                  length=length, population=[c.run_id() for c in configs])
-        fit(engine, device, run_dirs[0].parent)
-    done = {**answered, **engine.results}
+        trained = train_members(waiting, device=device, where=run_dirs[0].parent, cache_dir=cache_dir, width=width,
+                                batched=batched, length=length, population=[c.run_id() for c in configs])
+    done = {**answered, **trained}
     return [done.get(k) for k in range(len(configs))]
 
 

@@ -2,7 +2,8 @@
 already answered), and refused in one line, before anything in its folder changes, when it cannot go on.
 
 The folder itself (its files, their names, their damage) is :class:`pipeline.rundir.RunDir`'s; training it is
-:mod:`pipeline.training.engine`'s. A single run and every member of a population pass through :func:`admit`.
+:mod:`pipeline.training.engine`'s. A run's checkpoints are written by :func:`write_checkpoint` and read by
+:func:`read_checkpoint`, here. A single run and every member of a population pass through :func:`admit`.
 """
 
 from __future__ import annotations
@@ -154,6 +155,27 @@ def admit(config: RunConfig, run_dir: Path, restart: bool = False, reopen: bool 
     else:
         refuse_lost_progress(run_dir, config.training.checkpoint_every)
     return True
+
+
+# A checkpoint's layout, the one Lightning's Trainer wrote before the loop was ours (so that every checkpoint of a run,
+# whichever code wrote it, reads the same way): the run's step, its weights and config, and unless weights only its
+# optimizer's state and its monitor's (under "callbacks").
+MONITOR_STATE = "TrainingMonitor"  # the key of a run's monitor state in its checkpoint's "callbacks"
+
+
+def write_checkpoint(path: Path, module, step: int, optimizer=None, monitor=None, save=torch.save) -> None:
+    """Write a run's checkpoint to ``path``: ``module``'s weights and config at batch ``step`` and, where an
+    ``optimizer`` is given (``last.ckpt``), its state and ``monitor``'s, from which the run resumes; without one, the
+    weights only (``best.ckpt``). ``save``: what writes the dict (Lightning Fabric's ``save``, or ``torch.save``).
+    :func:`read_checkpoint` reads it."""
+    import lightning
+
+    checkpoint = {"epoch": 0, "global_step": step, "pytorch-lightning_version": lightning.__version__,
+                  "state_dict": module.state_dict(), "hparams_name": None, "hyper_parameters": module.hparams}
+    if optimizer is not None:
+        checkpoint.update({"callbacks": {MONITOR_STATE: monitor.state_dict()},
+                           "optimizer_states": [optimizer.state_dict()], "lr_schedulers": []})
+    save(checkpoint, path)
 
 
 def read_checkpoint(path: Path, run_dir: Path, config: RunConfig | None = None) -> dict:

@@ -14,7 +14,7 @@ torch's defaults where the run's ``training.optimizer`` says so (a single run's,
 Two forms of that arithmetic and no third: :func:`take_step` on one run's own model (a single run, and a population
 stepped one member after another, which a CPU does), and :func:`update` on P members stacked as ``[P, ...]`` tensors
 (a population batched as one model, which a GPU does), whose clipping (:func:`clip_members`) and RMSProp
-(:class:`~pipeline.training.population.PopulationRMSprop`) act on each member's slices alone.
+(:class:`PopulationRMSprop`) act on each member's slices alone.
 ``tests/test_population.py`` checks in float64 that the second equals the first, member by member, in both clip modes;
 ``tests/test_engine.py`` that a single run's ``metrics.csv`` is the one this code wrote before it was one engine, byte
 for byte.
@@ -42,9 +42,14 @@ def target_nll(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
     return nll, batch.target_lengths.sum()
 
 
-def make_optimizer(parameters: Iterable[Tensor], training) -> torch.optim.Optimizer:
-    """A run's optimizer (``training``: its :class:`~pipeline.config.TrainingConfig`): RMSProp, the paper's, or Adam
-    at torch's defaults where ``training.optimizer`` asks for it."""
+def make_optimizer(parameters: Iterable[Tensor], training, rates: list[float] | None = None):
+    """The one optimizer constructor, for single runs, populations and both benches. ``training``: the run's
+    :class:`~pipeline.config.TrainingConfig`; its ``lr`` is the rate. A run's own optimizer is RMSProp, the paper's
+    (``torch.optim.RMSprop``), or Adam at torch's defaults where ``training.optimizer`` asks for it. With ``rates``
+    (one per member) it is the RMSProp of P members stacked as one model (:class:`PopulationRMSprop`, ``parameters``
+    stacked ``[P, ...]``), each member at its own rate and the shared ``training``'s alpha and eps."""
+    if rates is not None:
+        return PopulationRMSprop(list(parameters), rates, training.rmsprop_alpha, training.rmsprop_eps)
     if training.optimizer == "adam":
         return torch.optim.Adam(parameters, lr=training.lr)
     return torch.optim.RMSprop(parameters, lr=training.lr, alpha=training.rmsprop_alpha, eps=training.rmsprop_eps)
@@ -101,7 +106,7 @@ def clip_members(params: list[Tensor], clip: float, mode: str) -> None:
 def update(model: nn.Module, optimizer, inputs: Tensor, targets: Tensor, lengths: Tensor, tokens: Tensor,
            clip: float, mode: str) -> Tensor:
     """One step of P stacked members (a :class:`~pipeline.training.population.Population` and its
-    :class:`~pipeline.training.population.PopulationRMSprop`) on their stacked batches, each with its target-token
+    :class:`PopulationRMSprop`) on their stacked batches, each with its target-token
     count ``tokens`` (P,); the gradients must be cleared. Returns the summed NLLs (P,)."""
     logits = model(inputs, lengths)
     nll = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="none")
@@ -111,3 +116,41 @@ def update(model: nn.Module, optimizer, inputs: Tensor, targets: Tensor, lengths
     clip_members(optimizer.params, clip, mode)
     optimizer.step()
     return nll.detach()
+
+
+class PopulationRMSprop:
+    """``torch.optim.RMSprop`` (no momentum, not centred, no weight decay: the single run's) with a learning rate per
+    member, ``lr`` (P,): square_avg = alpha·square_avg + (1 - alpha)·g², then p -= lr · g / (sqrt(square_avg) + eps)."""
+
+    def __init__(self, params: list[Tensor], lr, alpha: float, eps: float) -> None:
+        # the rates as exact as the single runs' Python floats (a float32 tensor would round 1e-3 to 1.00000005e-3)
+        self.params, self.lr, self.alpha, self.eps = params, torch.as_tensor(lr, dtype=torch.float64), alpha, eps
+        self.square_avg = [torch.zeros_like(p) for p in params]
+        self._rates: dict[tuple, Tensor] = {}  # lr on each parameter's device and dtype, made once (outside a capture)
+
+    def rate(self, p: Tensor) -> Tensor:
+        """The rates (P, 1, ...) for parameter ``p``, on its device in its dtype: made on first use, so that a captured
+        step copies nothing from the host."""
+        key = (p.device, p.dtype, p.dim())
+        if key not in self._rates:
+            self._rates[key] = self.lr.to(device=p.device, dtype=p.dtype).reshape(-1, *([1] * (p.dim() - 1)))
+        return self._rates[key]
+
+    @torch.no_grad()
+    def set_rate(self, k: int, lr: float) -> None:
+        """Member ``k``'s learning rate is now ``lr`` (a new run in its slot), in place: a captured step reads it."""
+        self.lr[k] = lr
+        for rates in self._rates.values():
+            rates[k] = lr
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p, avg in zip(self.params, self.square_avg):
+            if p.grad is None:
+                continue
+            avg.mul_(self.alpha).addcmul_(p.grad, p.grad, value=1 - self.alpha)
+            p.sub_(self.rate(p) * p.grad / (avg.sqrt() + self.eps))
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None

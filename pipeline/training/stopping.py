@@ -69,7 +69,7 @@ def left_start(first_perplexity: float, perplexity: float, ratio: float = LEFT_S
 # The version of the pruning rule that results.json records (``prune_rule``; absent: 1). Version 1 pruned a run
 # whose last 100-batch window was above the threshold, by any margin: the cpu profile's two bigram-flipping Stacks were
 # pruned at 116.3 and 116.6 against 115.5 while falling a point a window (reports/cpu/evidence.md). A run pruned by
-# version 1 that version 2 would have kept trains on when its sweep runs (pipeline.reports.stops.rejudged_prune).
+# version 1 that version 2 would have kept trains on when its sweep runs (pipeline.sweep.rejudge.rejudged_prune).
 PRUNE_RULE = 2
 # The windows a pruning decision reads: the last 10 (1,000 batches at the usual 100) for the run's recent spread, and
 # the 10 before them for its trend.
@@ -114,15 +114,6 @@ def should_prune(step: int, training, windows: Sequence[tuple[int, float]]) -> b
     return mean > threshold and not falling
 
 
-def pruned_by_first_rule(step: int, prune_at: Sequence[int], ratio: float, first_perplexity: float,
-                         perplexity: float) -> bool:
-    """Version 1 of the pruning rule, kept only to tell which archived runs it pruned that :func:`should_prune` would
-    have kept: the window at ``step`` above ``ratio`` times the first window's, by any margin."""
-    if step not in prune_at or math.isnan(first_perplexity) or math.isnan(perplexity):
-        return False
-    return perplexity > prune_threshold(ratio, first_perplexity)
-
-
 def improves(perplexity: float, on: float, tolerance: float) -> bool:
     """Whether ``perplexity`` is more than ``tolerance`` (relative) below ``on``, in perplexity or in cross-entropy
     (its log), whichever falls by the larger fraction.
@@ -139,8 +130,8 @@ def improves(perplexity: float, on: float, tolerance: float) -> bool:
 
 # The version of the plateau rule that results.json records (``plateau_rule``). Version 1, before it was recorded,
 # moved its reference to every new low, so a run falling 1.9% at every evaluation "plateaued" after a few of them;
-# :func:`legacy_plateau_stop` replays it for the comparison in docs/training.md. A run stopped by an older version is
-# judged again by this one when its sweep runs (pipeline.sweep.grid.rejudge_plateau).
+# pipeline.sweep.rejudge keeps it, to replay archived runs. A run stopped by an older version is judged again by this
+# one when its sweep runs (pipeline.sweep.rejudge.rejudged_stop).
 PLATEAU_RULE = 2
 
 
@@ -227,29 +218,6 @@ def plateau_stop(windows: Sequence[tuple[int, float]], training, left_start_at: 
         if until is not None and batch > until:
             break
         if batch % training.eval_every == 0 and plateaued(windows, batch, training, left_start_at):
-            return batch
-    return None
-
-
-def legacy_plateau_stop(windows: Sequence[tuple[int, float]], training, left_start_at: int | None) -> int | None:
-    """Where version 1 of the plateau rule (before 2026-11-28) stopped a run with this log: ``plateau_patience``
-    evaluations in a row without beating the lowest perplexity so far by the tolerance, where every new low, however
-    small, became the reference. Kept only to replay the archived runs' stops (docs/training.md); nothing trains by
-    it."""
-    if not training.plateau_patience:
-        return None
-    best, stall = math.nan, 0
-    for batch, perplexity in windows:
-        start = counted_from(training, left_start_at)
-        if batch % training.eval_every or start is None or batch < start:
-            continue
-        if math.isnan(perplexity):
-            stall += 1
-        elif math.isnan(best) or improves(perplexity, best, training.plateau_tolerance):
-            best, stall = perplexity, 0
-        else:
-            best, stall = min(best, perplexity), stall + 1
-        if stall >= training.plateau_patience:
             return batch
     return None
 

@@ -1,57 +1,67 @@
-"""Typed configuration: frozen dataclasses, loaded from YAML and validated before any compute starts.
-
-The dataclasses mirror the YAML files under ``configs/``. :func:`from_dict` builds them from plain data and refuses
-unknown keys, wrong types and out-of-range values with an error that names the key's path (``training.lr``) and
-what is allowed. Every class also has ``to_dict`` so that a run can write the exact config it used.
-"""
+"""The settings: frozen dataclasses that mirror the YAML files under ``configs/`` (a run: :class:`RunConfig`; a
+profile: :class:`SweepConfig`), each validated before any compute starts, and what makes a run's id."""
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-
-from pipeline.files import parse_yaml
+from pipeline.config.plain import _merge, _merged, config_hash, from_dict, to_dict
+from pipeline.config.values import (
+    ConfigError,
+    _at_most,
+    _choice,
+    _describe,
+    _join,
+    _positive,
+    check_population_size,
+)
 from pipeline.registry import LazyField, LazyNames  # no torch here: the model registry is imported when first read
 
 # The registered architectures (pipeline.models.MODELS), read live: a model registered later is valid too.
 MODEL_NAMES = LazyNames("pipeline.models", "MODELS")
+
+
 MODEL_STARTS = LazyField("pipeline.models", "MODELS", "start")  # each one's start (ModelConfig.resolved)
+
+
 MODEL_CHECKS = LazyField("pipeline.models", "MODELS", "check")  # each one's checks of its settings (validate)
-
-
-class ConfigError(ValueError):
-    """A config value that is missing, unknown, of the wrong type or out of range. The message names its path."""
 
 
 # Bounds checked before anything is created: a width past this (the paper's largest is 512) would ask for gigabytes
 # before the first batch (--hidden 1000000000 raised MemoryError); a seed past 2**32 - 1 is one Lightning would
 # silently replace by a random one.
 MAX_WIDTH = 8_192  # 16x the paper's largest; an 8-layer LSTM that wide is already ~8 GB of weights and state
+
+
 MAX_SEED = 2**32 - 1
+
 
 # A start bias (ModelConfig.push_bias and the DeQue's bottom biases) left at this takes its model's own start.
 MODEL_START = "default"
+
+
 START_BIASES = ("push_bias", "bottom_push_bias", "bottom_pop_bias")
+
+
 # The model keys that set initial values, not shapes: runs that differ only in them can train as one population,
 # each member starting from its own (pipeline.training.run.population_key)
 INITIAL_VALUES = ("pop_bias", "forget_bias", *START_BIASES)
+
+
 MAX_BIAS = 20.0  # a sigmoid's bias past this fixes its gate at 0 or 1 to float32 precision: no start, a constant
+
+
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned", "none", "randomised")  # ModelConfig.positional_encoding
+
+
 MAX_LAYERS = 64  # Transformer blocks: far past any baseline's; bounds the weights asked for before the first batch
+
+
 MAX_STACK_DEPTH = 8_192  # Joulin-Mikolov stack rows: 8 times the longest joint sequence evaluated
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The configs.
 
 
 @dataclass(frozen=True)
@@ -395,9 +405,13 @@ class RunConfig:
 # plateau_window_fraction came with version 2 of the plateau rule (stopping.PLATEAU_RULE): the runs stopped by
 # version 1 keep their ids and are judged again by version 2 (the same run, trained on: pipeline.sweep.grid).
 LATER_TRAINING_KEYS = {"plateau_after_leaving_start": False, "plateau_window_fraction": 0.1, "optimizer": "rmsprop"}
+
+
 # Training keys that add a measurement to a run's outputs and change nothing it trains or reports in Table 3: never
 # part of its identity (the runs of a profile that starts measuring keep their ids, and go on).
 MEASUREMENT_KEYS = ("far_eval_size",)
+
+
 LATER_MODEL_KEYS = {"bottom_read_gain": None, "value_gain": None, "bottom_read_heard_from": None, "read_zeroed": False,
                     "source_order": "forward", "forget_bias": None,
                     # the Transformer's and the Joulin-Mikolov stack's, which came with them (docs/models.md)
@@ -409,34 +423,14 @@ def _without_later_keys(section: dict, later: dict) -> dict:
     """``section`` less the keys of ``later`` that hold their earlier value (see :data:`LATER_TRAINING_KEYS`)."""
     return {k: v for k, v in section.items() if not (k in later and v == later[k])}
 
+
 # What a stored run config without ``length_distribution`` was trained on: the key came with the uniform reading.
 LEGACY_LENGTH_DISTRIBUTION = "grammar"
-
-
-def stored_run_config(data: Any, path: str = "") -> RunConfig:
-    """A run config as a run directory (or a checkpoint) stores it. One written before ``length_distribution``
-    existed reads as :data:`LEGACY_LENGTH_DISTRIBUTION`, the lengths that run was trained on; one written before
-    ``model.push_bias`` (or the bottom biases) existed, as that bias None (``nn.Linear``'s initialisation, and the
-    bottom end as the top: what that run had, where the default is now the model's own start); one written before
-    the probes had their own section (``model.probes``), with them moved there."""
-    if isinstance(data, dict) and "length_distribution" not in data:
-        data = {**data, "length_distribution": LEGACY_LENGTH_DISTRIBUTION}
-    if isinstance(data, dict) and isinstance(data.get("model"), dict):
-        model = {**{key: None for key in START_BIASES}, **data["model"]}
-        flat_probes = {key: model.pop(key) for key in PROBE_KEYS if key in model}
-        if flat_probes:  # written before the probes had their own section
-            model["probes"] = {**model.get("probes", {}), **flat_probes}
-        data = {**data, "model": model}
-    return from_dict(RunConfig, data, path)
 
 
 # Where each grid axis, and each `transduce train` option, sits in a run config: one table for both.
 GRID_AXES = {"task": ("task",), "model": ("model", "name"), "hidden": ("model", "hidden"), "lr": ("training", "lr"),
              "seed": ("training", "seed")}
-OPTION_PATHS = {**GRID_AXES, "length_distribution": ("length_distribution",),
-                "max_batches": ("training", "max_batches"), "eval_every": ("training", "eval_every"),
-                "checkpoint_every": ("training", "checkpoint_every"), "optimizer": ("training", "optimizer"),
-                "wandb": ("tracking", "wandb")}
 
 
 @dataclass(frozen=True)
@@ -641,229 +635,3 @@ def _check_partial_run_config(data: dict, path: str) -> None:
         if node is not None:
             raise ConfigError(f"{path}.{'.'.join(keys)} is a grid axis; list it in the grid block's "
                               f"'{axis if axis != 'seed' else 'seeds'}' instead")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Loading and validation.
-
-
-def to_dict(config: Any) -> dict:
-    """Plain data (dicts, lists, scalars) as YAML and JSON hold it: tuples become lists."""
-    return _plain(dataclasses.asdict(config))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
-def config_hash(data: Any, length: int = 8) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:length]
-
-
-# Grid-block and halving keys added after profiles had reports, with the value every earlier profile had: a profile
-# that leaves them there keeps the hash its reports name (profile_hash).
-LATER_BLOCK_KEYS = {"starts": []}
-LATER_HALVING_KEYS = {"seeds_together": False}
-
-
-def profile_hash(sweep: SweepConfig) -> str:
-    """The hash a report names its profile by: of the profile as plain data, less the keys of
-    :data:`LATER_BLOCK_KEYS` and :data:`LATER_HALVING_KEYS` at their earlier value."""
-    data = to_dict(sweep)
-    for block in data["grid"]:
-        for key, value in LATER_BLOCK_KEYS.items():
-            if block.get(key) == value:
-                del block[key]
-        if block.get("halving"):
-            block["halving"] = _without_later_keys(block["halving"], LATER_HALVING_KEYS)
-    return config_hash(data)
-
-
-def from_dict(cls: type, data: Any, path: str = ""):
-    """Build the dataclass ``cls`` from plain data, refusing unknown keys and wrong types, naming the key path."""
-    obj = _build(cls, data, path)
-    if hasattr(obj, "validate"):
-        obj.validate(path)
-    return obj
-
-
-def load_yaml(cls: type, file: str | Path):
-    file = Path(file)
-    if file.is_dir():
-        raise ConfigError(f"config file {str(file)!r} is a directory; give a YAML file such as configs/cpu.yaml")
-    if not file.is_file():
-        raise ConfigError(f"config file {str(file)!r} does not exist")
-    try:
-        data = parse_yaml(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{file}: not a text file (not UTF-8); give a YAML file such as configs/cpu.yaml") from None
-    except OSError as error:
-        raise ConfigError(f"{file}: cannot be read ({error.strerror or error})") from None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{file}: not valid YAML: {' '.join(str(error).split())}") from None
-    if data is None:  # an empty file (or comments only) would silently mean "all the defaults"
-        raise ConfigError(f"{file}: empty; give at least one key (configs/run.yaml lists every run key, "
-                          "configs/smoke.yaml is a small profile), or leave the file out for the defaults")
-    try:
-        return from_dict(cls, data)
-    except ConfigError as error:
-        raise ConfigError(f"{file}: {error}") from None
-
-
-def resolve_run_config(file: str | Path | RunConfig | None = None, **overrides: Any) -> RunConfig:
-    """A run config from the defaults (the paper's settings), then ``file`` (YAML, any subset of the keys; or a run
-    config already read, such as a run directory's own, which the caller reads with ``RunDir.read_config``), then the
-    command line's ``overrides`` (None = not given): keys of :data:`OPTION_PATHS`."""
-    data = to_dict(RunConfig())
-    if isinstance(file, RunConfig):
-        _merge(data, to_dict(file))
-    elif file is not None:
-        _merge(data, to_dict(load_yaml(RunConfig, file)))
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        *parents, leaf = OPTION_PATHS[key]
-        node = data
-        for parent in parents:
-            node = node[parent]
-        node[leaf] = value
-    config = from_dict(RunConfig, data)
-    config.training.check_prune_checkpoints("training")
-    return config
-
-
-def _merged(base: dict, update: dict) -> dict:
-    """``update`` deep-merged onto a copy of ``base`` (neither is changed)."""
-    out = {key: _merged(value, {}) if isinstance(value, dict) else value for key, value in base.items()}
-    for key, value in update.items():
-        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
-def _merge(base: dict, update: dict) -> None:
-    for key, value in update.items():
-        if isinstance(value, dict):
-            _merge(base[key], value)
-        else:
-            base[key] = value
-
-
-def _build(tp: Any, value: Any, path: str):
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path or 'config'} must be a mapping, got {_describe(value)}")
-        hints = typing.get_type_hints(tp)
-        fields = {f.name for f in dataclasses.fields(tp)}
-        # keys of any type, in one order: YAML 1.1 reads a bare yes/no/on/off key as a bool, 1 as an int
-        unknown = sorted(set(value) - fields, key=lambda key: (not isinstance(key, str), str(key)))
-        if unknown:
-            read = ("" if isinstance(unknown[0], str) else f" (YAML read it as the {type(unknown[0]).__name__} "
-                    f"{unknown[0]!r}: quote a key that is yes, no, on, off or a number)")
-            raise ConfigError(
-                f"unknown key {_join(path, str(unknown[0]))!r}{read}; allowed keys here: {', '.join(sorted(fields))}"
-            )
-        required = [f.name for f in dataclasses.fields(tp)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-        missing = [key for key in required if key not in value]
-        if missing:
-            raise ConfigError(f"missing key {_join(path, missing[0])!r} (required keys here: {', '.join(required)})")
-        kwargs = {key: _build(hints[key], val, _join(path, key)) for key, val in value.items()}
-        return tp(**kwargs)
-    if origin is Literal:
-        allowed = typing.get_args(tp)
-        if value is False and "off" in allowed:  # YAML 1.1 reads a bare `off` as false
-            value = "off"
-        if value not in allowed or isinstance(value, bool):
-            raise ConfigError(f"{path} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-        return value
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        # At most one type besides None and named choices (float | None | Literal["default"]): a choice first.
-        choices = [c for a in args if typing.get_origin(a) is Literal for c in typing.get_args(a)]
-        if value in choices and not isinstance(value, bool):
-            return value
-        (inner,) = [a for a in args if a is not type(None) and typing.get_origin(a) is not Literal]
-        try:
-            return _build(inner, value, path)
-        except ConfigError:
-            if not choices:
-                raise
-            allowed = ["a number" if inner is float else f"a {inner.__name__}"] + (["null"] * (type(None) in args))
-            raise ConfigError(f"{path} must be {', '.join(allowed)} or one of {', '.join(map(repr, choices))}; got "
-                              f"{_describe(value)}") from None
-    if origin in (tuple, list):
-        (inner, *_rest) = typing.get_args(tp)
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path} must be a list, got {_describe(value)}")
-        items = [_build(inner, item, f"{path}[{i}]") for i, item in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path} must be a mapping, got {_describe(value)}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            value = _parse_float(value, path)
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path} must be an integer, got {_describe(value)}")
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path} must be true or false, got {_describe(value)}")
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{path} must be a string, got {_describe(value)}")
-        return value
-    raise TypeError(f"unsupported config type {tp!r} at {path}")  # a bug in the dataclasses, not in the input
-
-
-def _parse_float(value: Any, path: str) -> float:
-    # YAML 1.1 reads "1e-3" (no dot) as a string; accept numeric strings, refuse anything else.
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    raise ConfigError(f"{path} must be a number, got {_describe(value)}")
-
-
-def _describe(value: Any) -> str:
-    return f"{value!r} ({type(value).__name__})"
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _choice(path: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ConfigError(f"{path} must be one of {', '.join(allowed)}; got {value!r}")
-
-
-def _at_most(path: str, value: int, limit: int) -> None:
-    if value > limit:
-        raise ConfigError(f"{path} must be at most {limit:,}, got {value!r}")
-
-
-MAX_POPULATION = 1024  # members of one population: far past what one GPU's memory holds at hidden 256 (~256)
-
-
-def check_population_size(size: int, path: str = "population") -> int:
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_POPULATION:
-        raise ConfigError(f"{path} must be a whole number of runs in [1, {MAX_POPULATION}], got {size!r}")
-    return size
-
-
-def _positive(path: str, value: float) -> None:
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"{path} must be positive{' and finite' if isinstance(value, float) else ''}, got {value!r}")
