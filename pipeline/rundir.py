@@ -166,6 +166,9 @@ class RunDir:
     checkpoints = property(lambda self: self.path / CHECKPOINTS)
     last_checkpoint = property(lambda self: self.path / CHECKPOINTS / "last.ckpt")
     best_checkpoint = property(lambda self: self.path / CHECKPOINTS / "best.ckpt")
+    # best.ckpt as it was before the evaluation that ends a run off its schedule (TrainingMonitor.finish): a run
+    # extended later goes on from there, as its twin trained straight to the longer budget does
+    best_before_end = property(lambda self: self.path / CHECKPOINTS / "best-before-end.ckpt")
     traces = property(lambda self: self.path / TRACES)
     wandb_dir = property(lambda self: self.path / WANDB)
 

@@ -88,7 +88,7 @@ def list_runs(where: str | Path, runs_root: Path | None = None, warn=None, tasks
 # checkpoints: restored, it resumes where it stopped, so a run longer than any one machine's stint (the 200,000-batch
 # LSTMs of issue 34) still ends. Once it is finished it moves to ``finished_runs/`` and its checkpoints are dropped.
 UNFINISHED = "unfinished_runs"
-RESUME_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt")
+RESUME_FILES = ("checkpoints/last.ckpt", "checkpoints/best.ckpt", "checkpoints/best-before-end.ckpt")
 # An unfinished run is kept with its checkpoints (megabytes, committed with the archive) however short its stint: a
 # later machine continues it. Lost anyway (trained where nothing was archived), it is trained again from batch 0, which
 # gives the same run (one seed, one data stream: the same log) on a machine whose torch dispatches to the same CPU

@@ -801,3 +801,24 @@ def test_an_interrupted_run_whose_log_lost_rows_is_refused_not_resumed_with_a_ho
                                           r"checkpoint at step 20 logged"):
         train(config, victim, progress=False)
     assert {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()} == before  # nothing changed
+
+
+@pytest.mark.parametrize("short", [25, 30])
+def test_a_run_extended_past_an_off_schedule_end_writes_its_straight_twins_log(tmp_path, short):
+    """Issue 80: extending a run from 250 to 400 batches added an evaluation row at 250 and a short perplexity window
+    at 260, so it differed from its twin trained straight to 400. A run's end off its schedule (its last window
+    closed early, an evaluation where none was due: 25 batches with windows of 10 and evaluations every 20; or 30,
+    a window's end but no evaluation's) is undone when it goes on: the same metrics.csv and best checkpoint as its
+    twin's."""
+    import torch
+
+    extended, straight = tmp_path / "extended", tmp_path / "straight"
+    train(tiny(max_batches=short, perplexity_every=10, eval_every=20, checkpoint_every=10), extended, progress=False)
+    train(tiny(max_batches=50, perplexity_every=10, eval_every=20, checkpoint_every=10), extended, progress=False)
+    train(tiny(max_batches=50, perplexity_every=10, eval_every=20, checkpoint_every=10), straight, progress=False)
+    assert (extended / "metrics.csv").read_text() == (straight / "metrics.csv").read_text()
+    assert (extended / f"results.{short}.json").is_file()  # what it reported at its first end is kept
+    best = [torch.load(where / "checkpoints" / "best.ckpt", weights_only=False) for where in (extended, straight)]
+    assert best[0]["global_step"] == best[1]["global_step"]
+    for key, value in best[1]["state_dict"].items():
+        assert torch.equal(best[0]["state_dict"][key], value), key

@@ -55,7 +55,7 @@ from pipeline.rundir import RESULTS_SCHEMA, RunDir, failure_record
 from pipeline.tasks import TASKS
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.module import TransductionModule
-from pipeline.training.monitor import TrainingMonitor
+from pipeline.training.monitor import TrainingMonitor, resume_point
 from pipeline.training.population import CapturedStep, evaluate_population, population_class, population_step
 from pipeline.training.runlife import MONITOR_STATE, read_checkpoint, record_commit, write_checkpoint
 from pipeline.training.step import PopulationRMSprop, make_optimizer, take_step
@@ -279,7 +279,8 @@ def open_member(config: RunConfig, run_dir: Path, cache_dir: Path | None, device
     module = TransductionModule.from_config(config).to(device)
     optimizer = module.configure_optimizers()
     step = checkpoint["global_step"] if checkpoint is not None else 0
-    loggers = [ResumableCSVLogger(run_dir, keep_through_step=step if checkpoint is not None else None)]
+    loggers = [ResumableCSVLogger(run_dir, keep_through_step=step if checkpoint is not None else None,
+                                  keep_rows=resume_point(checkpoint, run_dir))]
     if config.tracking.wandb != "off":
         from pipeline.training.tracking import wandb_logger
 

@@ -22,9 +22,10 @@ from pipeline.rundir import RunDir
 
 class ResumableCSVLogger(Logger):
     """Writes ``<run dir>/metrics.csv``. ``keep_through_step``: the step of the checkpoint being resumed from (None:
-    a fresh run, which starts the file afresh)."""
+    a fresh run, which starts the file afresh); ``keep_rows``: keep only that many of those rows (a checkpoint
+    written at a run's end off its schedule resumes from before the rows that end logged)."""
 
-    def __init__(self, run_dir: str | Path, keep_through_step: int | None = None) -> None:
+    def __init__(self, run_dir: str | Path, keep_through_step: int | None = None, keep_rows: int | None = None) -> None:
         super().__init__()
         self.path = RunDir(run_dir).metrics_file
         self._header: list[str] = []
@@ -35,6 +36,7 @@ class ResumableCSVLogger(Logger):
             else:
                 header, rows = read_complete_rows(self.path)
                 kept = [row for row in rows if row.get("step") and int(row["step"]) <= keep_through_step]
+                kept = kept if keep_rows is None else kept[:keep_rows]
                 self._header = header
                 self._rewrite(kept)
 

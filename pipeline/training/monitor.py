@@ -77,6 +77,9 @@ class TrainingMonitor:
         self.timings: list[tuple[int, float]] = []  # (step, wall seconds of training) at every logged row
         self.shown: dict[str, float] = {}  # the latest perplexity and accuracies, for a progress bar to show
         self.scored: dict = {}  # step -> (train, test) Scores of its evaluation, when the loop scored them already
+        # The state before the run's end closed its last window and evaluated off the schedule (finish), with the
+        # metrics.csv rows logged until then: what a run extended later resumes from. None when the end added nothing.
+        self.before_finish: dict | None = None
         self._start_clocks()
 
     @property
@@ -96,7 +99,8 @@ class TrainingMonitor:
                     elapsed=self.elapsed, cpu_elapsed=self.cpu_elapsed, stop_reason=self.stop_reason,
                     first_perplexity=self.first_perplexity,
                     windows=list(self.windows or []),
-                    left_start_at=self.left_start_at, last_eval_step=self.last_eval_step, timings=list(self.timings))
+                    left_start_at=self.left_start_at, last_eval_step=self.last_eval_step, timings=list(self.timings),
+                    **({"before_finish": self.before_finish} if self.before_finish is not None else {}))
 
     def load_state_dict(self, state: dict) -> None:
         state = dict(state)
@@ -106,6 +110,9 @@ class TrainingMonitor:
         state.setdefault("cpu_elapsed", None)  # a checkpoint from before CPU time was kept: the run's is unknown
         if state.pop("stopped_early", False) and not state.get("stop_reason"):  # checkpoints before stop reasons
             state["stop_reason"] = "converged"
+        before = state.pop("before_finish", None)
+        if before is not None:  # written at a run's end off the schedule: go on from before that end (finish)
+            state = {key: value for key, value in before.items() if key != "rows"}
         for key, value in state.items():
             setattr(self, key, value)
         reopen = RunDir(self.run_dir).reopen_marker
@@ -156,7 +163,14 @@ class TrainingMonitor:
     def finish(self, step: int, module) -> None:
         """The run's training ended at batch ``step``. Every run ends evaluated, whatever its budget: a budget that is
         not a multiple of eval_every (or below it) still gets its last batches' perplexity and an evaluation, hence a
-        best checkpoint to report."""
+        best checkpoint to report. Such an end is off the run's schedule: its state before it (and ``best.ckpt``, and
+        the count of ``metrics.csv`` rows) is kept in ``last.ckpt``, so that the run extended later resumes from
+        there and writes the log of its twin trained straight to the longer budget (:func:`resume_point`)."""
+        if self.before_finish is None and (self.window_tokens or (step and self.last_eval_step != step)):
+            self.before_finish = {**self.state_dict(), "rows": len(RunDir(self.run_dir).read_metrics())}
+            if self.best_path.exists():
+                with written_atomically(RunDir(self.run_dir).best_before_end) as partial:
+                    partial.write_bytes(self.best_path.read_bytes())
         metrics = {}
         if self.window_tokens:
             metrics.update(self._close_window(module, step))
@@ -241,3 +255,19 @@ class TrainingMonitor:
         RunDir(self.run_dir).write_timings(self.timings)
         with written_atomically(self.last_path) as partial:
             self.save(partial, False)
+
+
+def resume_point(checkpoint: dict | None, run_dir: Path) -> int | None:
+    """How many rows of ``metrics.csv`` a run resumed from ``checkpoint`` keeps, when that checkpoint was written at
+    the run's end off its schedule (:meth:`TrainingMonitor.finish`: the rows before that end; its ``best.ckpt`` is
+    put back as it was then); None otherwise (the rows up to the checkpoint's step are kept)."""
+    state = ((checkpoint or {}).get("callbacks") or {}).get("TrainingMonitor") or {}
+    before = state.get("before_finish")
+    if before is None:
+        return None
+    folder = RunDir(run_dir)
+    if folder.best_before_end.exists():
+        folder.best_before_end.replace(folder.best_checkpoint)
+    elif before.get("best") is None:
+        folder.best_checkpoint.unlink(missing_ok=True)  # no evaluation had made one before the end's
+    return before["rows"]
