@@ -40,7 +40,8 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     twin = out / "study" / "finished_runs" / lstm
     shutil.copytree(tmp_path / "runs" / lstm, twin)
     measure_far_lengths(twin, per_band=3)
-    readme = write_report(sweep, path, tmp_path / "runs", out, command="pytest").read_text()
+    # (a folder holding only that archive is not a report's yet: written with force, as into a folder of one's own)
+    readme = write_report(sweep, path, tmp_path / "runs", out, command="pytest", force=True).read_text()
 
     assert readme.splitlines()[4] == "![Table 3 at a glance: ours against the paper's, coarse accuracy](table3.png)"
     for figure in re.findall(r"\]\(([^)]+\.png)\)", readme):
@@ -68,6 +69,11 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     # the search each memory cell got, read off its runs (the 1-layer LSTM is not a memory: not listed)
     assert "| Sequence copying | Stack-LSTM | h8 | 0.01 | push +1 pop -1 | 0 | 1 | none |" in readme.splitlines()
     assert "| Sequence copying | 1-layer LSTM | h8 |" not in readme.split("## The search each memory cell got")[1]
+    # how the selected memory run used its memory, at the checkpoint it reports
+    used = readme.split("## How the memories were used")[1].split("\n## ")[0]
+    row = next(line for line in used.splitlines() if line.startswith("| Sequence copying | Stack-LSTM | h8, lr 0.01"))
+    assert re.search(r"\| \d\.\d\d / \d\.\d\d \| \d\.\d\d / \d\.\d\d \|$", row), row
+    assert "1-layer LSTM" not in used
     assert re.search(r"\| \d\.\d\d \(0\.89\) \*?\*?[+−]\d\.\d\d\*?\*? \|", copy_stack)  # ours (paper) difference
     assert copy_stack.split(" | ")[-2] in VERDICT_MARKS.values()
     evidence = (out / "evidence.md").read_text()

@@ -362,8 +362,9 @@ def test_evidence_says_what_the_papers_itg_numbers_would_require_with_the_tables
     from pipeline.reports.table3 import itg_requirement_lines
 
     table = pd.read_csv(REPORTS_DIR / "cpu" / "table3.csv")
-    text = "\n".join(itg_requirement_lines(table, {}))
+    text = " ".join(itg_requirement_lines(table, {}))
     assert text.startswith("## What the paper's ITG numbers would require")
+    assert max(map(len, itg_requirement_lines(table, {}))) <= 120
     lstm = table[table.model.isin(["lstm1", "lstm2", "lstm4", "lstm8"])]
     paper_itg = lstm[lstm.task.isin(["svo_sov", "gender"])].paper_test_coarse
     assert f"score {paper_itg.min():.2f}–{paper_itg.max():.2f} test coarse on these tasks" in text

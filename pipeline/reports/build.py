@@ -572,6 +572,42 @@ def search_lines(runs: pd.DataFrame, sweep: SweepConfig) -> list[str]:
     return lines + [""]
 
 
+def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
+    """How the selected run of each memory cell used its memory (issue 78: a disagreement argued from its run): the
+    mean push and pop over the source and target halves at the checkpoint it reports (the DeQue's two ends each), as
+    its monitor logged them. Empty when no memory cell has a selected run."""
+    from pipeline.models import memory_of
+    from pipeline.reports.recipe import memory_signals
+    from pipeline.training.monitor import MEMORY_PROBE_SIZE
+
+    def pair(a: float, b: float) -> str:
+        return "—" if pd.isna(a) or pd.isna(b) else f"{a:.2f} / {b:.2f}"
+
+    body = []
+    for r in table[table.model.isin(MEMORY_MODELS) & table.run_id.notna()].itertuples():
+        folder = RunDir(root / r.run_id)
+        results = folder.read_results()
+        if results is None:
+            continue
+        step = int(results["selected_step"])
+        s = memory_signals(r.model, folder.read_metrics(), step)
+        ends = [("", "")] if memory_of(r.model).ends == 1 else [("top ", ""), ("bottom ", "_bottom")]
+        push = ", ".join(f"{name}{pair(s[f'push_source{end}'], s[f'push_target{end}'])}" for name, end in ends)
+        pop = ", ".join(f"{name}{pair(s[f'pop_source{end}'], s[f'pop_target{end}'])}" for name, end in ends)
+        body.append(f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} | h{int(r.hidden)}, lr {r.lr:g}, seed "
+                    f"{int(r.seed)}, batch {step:,} | {VERDICT_MARKS.get(r.verdict, '')} | {push} | {pop} |")
+    if not body:
+        return []
+    return ["## How the memories were used", "",
+            "Per memory cell, its selected run at the checkpoint it reports: the mean push and pop over the source "
+            f"half and the target half of {MEMORY_PROBE_SIZE} fresh training-length sequences (`metrics.csv`, "
+            "`memory/*`; the DeQue's two ends each). A stack used as one on reversal, or a queue on copy, pushes on "
+            "the source and pops on the target (push near 1.00 / 0.00, pop near 0.00 / 1.00); one that keeps pushing "
+            "on the target and pops little is used as one more recurrent layer (docs/training.md).", "",
+            "| task | model | selected run | | push: source / target | pop: source / target |",
+            "|---|---|---|---|---|---|", *body, ""]
+
+
 def population_members(finished: pd.DataFrame) -> pd.Series:
     """Per finished run (rows of results), the runs of the population it trained in (1 alone). A population's members
     train in one process, each its wall time: each counts its share, its seconds over its members."""
@@ -930,7 +966,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
                          f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", *search_lines(runs, sweep)]
+    lines += ["", *memory_use_lines(table, root), *search_lines(runs, sweep)]
     lines += [*first_error_lines(table, root, out_dir)]
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "

@@ -585,9 +585,10 @@ def itg_requirement_lines(table: pd.DataFrame, titles: dict[str, str]) -> list[s
     stack = table[(table.model == "stack") & table.task.isin(ITG_TASKS)]
     if copy.empty or itg.empty:
         return []
+    import textwrap
+
     names = " and ".join(titles.get(task, task) for task in ITG_TASKS)
-    return [
-        "## What the paper's ITG numbers would require", "",
+    return ["## What the paper's ITG numbers would require", "", *textwrap.wrap(
         f"An ITG target ({names}) is emitted after the whole source has been read (§4), and it keeps the source's "
         "word order: gender conjugation word for word, SVO→SOV but for the main verb, which moves behind its object "
         "(docs/tasks.md). At test lengths that is a near-copy of 65–128 words in order. The paper's deep LSTMs score "
@@ -600,7 +601,7 @@ def itg_requirement_lines(table: pd.DataFrame, titles: dict[str, str]) -> list[s
         "need an LSTM that copies 65–128-word sentences almost without error, which no LSTM row of this table "
         "approaches on copy, or a use of the memory that this format does not offer (targets emitted while the source "
         "is read, or in reverse order). A queue and a deque fit (first in, first out, the verb delayed by the "
-        "controller): what the memory traces of the learned Queue and DeQue runs show.", ""]
+        "controller): what the memory traces of the learned Queue and DeQue runs show.", 120), ""]
 
 
 # The verdict panel's short words under each mark (the full verdicts in its key)
