@@ -27,3 +27,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cuda") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def in_process_pool(monkeypatch):
+    """The local pool with its workers' jobs run one after the other in this process (tests/in_process.py), for the
+    tests whose property is the sweep's plan, archive or report, not its processes; the tests of processes (kills,
+    SIGTERM, pool wake-ups, a worker held, populations' workers, GPUs) keep real workers."""
+    from in_process import pool_in_process
+
+    pool_in_process(monkeypatch)

@@ -2,6 +2,7 @@
 by the local pool to the end, resumed to the same plan, validated before anything runs."""
 
 import math
+import shutil
 import sys
 
 import pytest
@@ -50,13 +51,42 @@ def test_the_reports_stopping_table_names_a_blocks_halving(tmp_path):
     assert table[2].endswith("| at 10, 20, keeping 2, 1 | 3 |"), table
 
 
-def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path):
-    path = halving_profile(tmp_path, {"at": [20], "keep": [1]})
-    sweep = load_sweep(path)
+@pytest.fixture(scope="module")
+def bracket(tmp_path_factory, cache_dir):
+    """A bracket of three rates (40 batches, a rung at 20 keeping 1) run by the pool to its end, once per module and
+    worker (its workers' jobs in this process: the property is the plan, tests/in_process.py): (the folder of its
+    profile and runs, the pool's final (run, state, batches done) of each run)."""
+    from in_process import pool_in_process
+
+    folder = tmp_path_factory.mktemp("bracket")
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+        pool_in_process(mp)
+        sweep = load_sweep(halving_profile(folder, {"at": [20], "keep": [1]}))
+        # before anything ran, every rate is to train to the rung
+        assert {b.batches for b in halving_plan(sweep, folder / "runs").values()} == {20}
+        statuses = run_local(sweep, folder / "runs", echo=lambda _: None)
+    finally:
+        mp.undo()
+    return folder, [(s.run_dir.name, s.state, s.batches_done) for s in statuses]
+
+
+def decided_bracket(tmp_path, bracket):
+    """A copy of the bracket run to its end (:func:`bracket`): (sweep, runs folder, statuses, the winner's status, the
+    cut rates' statuses)."""
+    shutil.copytree(bracket[0] / "runs", tmp_path / "runs")
+    sweep = load_sweep(halving_profile(tmp_path, {"at": [20], "keep": [1]}))
     runs = tmp_path / "runs"
-    # before anything ran, every rate is to train to the rung
-    assert {b.batches for b in halving_plan(sweep, runs).values()} == {20}
-    statuses = run_local(sweep, runs, echo=lambda _: None)
+    statuses = sweep_status(sweep, runs)
+    assert [(s.run_dir.name, s.state, s.batches_done) for s in statuses] == bracket[1]
+    (winner,) = [s for s in statuses if s.state == "finished"]
+    return sweep, runs, statuses, winner, [s for s in statuses if s.state == "pruned"]
+
+
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path, bracket):
+    sweep, runs, statuses, _, _ = decided_bracket(tmp_path, bracket)  # what the pool's run returned, as on disk
     by_lr = {s.config.training.lr: s for s in statuses}
     stand = {lr: standing(s.run_dir, 20) for lr, s in by_lr.items()}
     best = min(stand, key=stand.get)
@@ -68,10 +98,10 @@ def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path):
     assert (by_lr[best].run_dir / "results.20.json").is_file()  # the winner was extended, its rung results kept
     # the plan is read again from the logs: a rerun trains nothing and lists the same states
     again = run_local(sweep, runs, echo=lambda _: None)
-    assert [(s.run_dir, s.state, s.batches_done) for s in again] == [
-        (s.run_dir, s.state, s.batches_done) for s in statuses]
+    assert [(s.run_dir.name, s.state, s.batches_done) for s in again] == bracket[1]
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_two_rungs_and_a_failed_rate_that_stands_last(tmp_path):
     path = halving_profile(tmp_path, {"at": [10, 20], "keep": [2, 1]}, lrs=(3e-2, 1e-2, 1e-3, 1e-9))
     sweep = load_sweep(path)
@@ -133,20 +163,11 @@ exec {sys.executable} "$@"
     assert last < ended.index(held.run_dir.name), said
 
 
-def decided_bracket(tmp_path):
-    """A bracket of three rates run to the end of one rung (20 batches, keep 1): (sweep, runs folder, statuses, the
-    winner's status, the cut rates' statuses)."""
-    sweep = load_sweep(halving_profile(tmp_path, {"at": [20], "keep": [1]}))
-    runs = tmp_path / "runs"
-    statuses = run_local(sweep, runs, echo=lambda _: None)
-    (winner,) = [s for s in statuses if s.state == "finished"]
-    return sweep, runs, statuses, winner, [s for s in statuses if s.state == "pruned"]
-
-
-def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_rate(tmp_path):
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_rate(tmp_path, bracket):
     """The third probe's item 9: a halving winner whose results.json was damaged made the next sweep promote a rate
     the rung had cut and train it to the full budget."""
-    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path)
+    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path, bracket)
     (winner.run_dir / "results.json").write_text("{ cut short")
     plan = halving_plan(sweep, runs)  # its win at the rung is recorded: the rung stays decided, no cut rate promoted
     assert plan[winner.run_dir.name].batches == 40 and not any(plan[s.run_dir.name].batches == 40 for s in cut)
@@ -159,13 +180,13 @@ def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_ra
     assert {s.state for s in again if s.run_dir == winner.run_dir} == {"damaged"}
 
 
-def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_another_path(tmp_path):
+def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_another_path(tmp_path, bracket):
     """A winner whose checkpoint was lost is trained again from batch 0; on another CPU its floats, hence its log,
     differ. Its new log must not re-open the rung its first one decided (the 1-layer LSTM on gender conjugation: the
     retrained winner stood at 4.18 at the rung where its first log stood at 3.80, behind the rate it had cut)."""
     import csv
 
-    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path)
+    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path, bracket)
     recorded = RunDir(winner.run_dir).read_rungs()
     assert list(recorded) == [20] and recorded[20] == pytest.approx(standing(winner.run_dir, 20))
 

@@ -38,6 +38,22 @@ def member(task, seed, lr, model="lstm1", max_batches=200, **training):
                                  "training": settings, "tracking": {"wandb": "off"}})
 
 
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory):
+    """``alone(config)``: the folder and results of ``config``'s single run, trained once per module and process (the
+    tests that set several populations beside the same single runs share them; a test reads them, never writes)."""
+    trained, root = {}, tmp_path_factory.mktemp("alone")
+
+    def single_run(config):
+        key = repr(config)
+        if key not in trained:
+            run_dir = root / str(len(trained)) / config.run_id()
+            trained[key] = run_dir, train(config, run_dir, progress=False)
+        return trained[key]
+
+    return single_run
+
+
 def metrics(run_dir):
     with open(Path(run_dir) / "metrics.csv") as f:
         return list(csv.DictReader(f))
@@ -74,7 +90,7 @@ def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_
 # The baselines' members as runs are `slow`: their step's equality in float64 is test_population.py's, quickly
 @pytest.mark.parametrize("model", ["lstm1", "stack", *(pytest.param(m, marks=pytest.mark.slow)
                                                       for m in ("transformer", "jm_stack"))])
-def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
+def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model, alone):
     """100 batches in float32, three members that differ in task, seed, learning rate and budget, two at a time (the
     second leaves at 60 and the third takes its place): each member's metrics.csv rows equal its single run's
     within 1e-4 relative, its results say the same, and its folder holds the same files."""
@@ -83,28 +99,26 @@ def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model):
     together = [tmp_path / "population" / c.run_id() for c in configs]
     results = train_population(configs, together, width=2, batched=True)
     for config, run_dir, result in zip(configs, together, results):
-        alone = tmp_path / "alone" / config.run_id()
-        expected = train(config, alone, progress=False)
-        assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+        single, expected = alone(config)
+        assert_same_numbers(metrics(run_dir), metrics(single), rel=1e-4)
         assert result["batches"] == expected["batches"] == config.training.max_batches
         assert result["population"] == [c.run_id() for c in configs]
         for key in ("train_coarse", "test_coarse", "train_fine", "test_fine", "train_perplexity", "selected_step"):
             assert result[key] == pytest.approx(expected[key], rel=1e-3, abs=1e-3), key
         assert RunDir(run_dir).state(config) == "finished" and not RunDir(run_dir).damage()
-        names = {p.relative_to(alone).as_posix() for p in alone.rglob("*") if p.is_file()}
+        names = {p.relative_to(single).as_posix() for p in single.rglob("*") if p.is_file()}
         assert {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()} == names
 
 
-def test_on_a_cpu_members_take_their_single_runs_steps_and_write_their_logs_byte_for_byte(tmp_path):
+def test_on_a_cpu_members_take_their_single_runs_steps_and_write_their_logs_byte_for_byte(tmp_path, alone):
     """Not batched (a CPU's default: batching members buys an arithmetic-bound CPU nothing), each member takes its
     single run's own step in turn: its metrics.csv is its single run's, byte for byte."""
     configs = [member("copy", 3, 1e-3, "stack", max_batches=100), member("reversal", 7, 5e-4, "stack", max_batches=60)]
     together = [tmp_path / "population" / c.run_id() for c in configs]
     train_population(configs, together, width=2)
     for config, run_dir in zip(configs, together):
-        alone = tmp_path / "alone" / config.run_id()
-        train(config, alone, progress=False)
-        assert (run_dir / "metrics.csv").read_text() == (alone / "metrics.csv").read_text()
+        single, _ = alone(config)
+        assert (run_dir / "metrics.csv").read_text() == (single / "metrics.csv").read_text()
 
 
 def test_a_single_run_resumes_a_members_checkpoint(tmp_path):
@@ -301,7 +315,7 @@ def test_a_member_that_cannot_train_refuses_the_population_before_any_member_tra
     assert not (tmp_path / "first" / "metrics.csv").exists()
 
 
-def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path, monkeypatch):
+def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path, monkeypatch, alone):
     """At static shapes (the captured step, eager off a GPU) a member that stops hands its slot to the next waiting
     run without a new population (no new capture): three runs two at a time build it twice (at the start, and when
     the last two leave with no one waiting), not three times; every member still writes its single run's numbers."""
@@ -321,9 +335,7 @@ def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path,
     train_population(configs, together, width=2, batched=True, static_shapes=True)
     assert built == [["copy", "reversal"], ["bigram_flip"]]  # bigram_flip took reversal's slot at 60
     for config, run_dir in zip(configs, together):
-        alone = tmp_path / "alone" / config.run_id()
-        train(config, alone, progress=False)
-        assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+        assert_same_numbers(metrics(run_dir), metrics(alone(config)[0]), rel=1e-4)
 
 
 def test_one_members_failure_in_its_monitor_is_its_own(tmp_path, monkeypatch):

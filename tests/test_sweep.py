@@ -112,6 +112,7 @@ def test_killed_sweep_rerun_loses_nothing(tmp_path):
         assert steps == sorted(set(steps)) and steps[-1] == 60 and 10 in steps
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack"), tasks=("copy", "reversal"), max_batches=10)
     sweep = load_sweep(path)
@@ -155,6 +156,7 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert "too short to judge a trend" in (tmp_path / "out" / "evidence.md").read_text()
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkpoints(tmp_path):
     from typer.testing import CliRunner
 
@@ -191,6 +193,7 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
         "traces/reversal_stack.png") == 1
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path):
     """A run longer than one machine's stint (issue 34's 200,000-batch LSTMs): archived while unfinished it keeps its
     checkpoints, in unfinished_runs/ beside finished_runs/; restored on a machine that never held it, the sweep
@@ -248,6 +251,7 @@ def rung_profiles(tmp_path, population=None):
     return short, long
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_short_stints_unfinished_run_keeps_its_checkpoints_and_a_later_machine_continues_it(tmp_path):
     """However short the stint (here seconds), an unfinished run is archived with its checkpoints: restored on a
     fresh machine (the unfinished archive first, then the finished one, as the docs say), the sweep resumes it from
@@ -269,6 +273,7 @@ def test_a_short_stints_unfinished_run_keeps_its_checkpoints_and_a_later_machine
     assert "again from batch 0" not in (fresh / run.run_id() / "train.log").read_text()
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 @pytest.mark.parametrize("population", [None, 2])
 def test_a_rung_winner_stopped_without_its_checkpoint_is_archived_and_trained_again_from_zero(tmp_path, population):
     """A run reopened past its rung results (results.10.json: a halving rung it won) and stopped where its checkpoint
@@ -293,6 +298,7 @@ def test_a_rung_winner_stopped_without_its_checkpoint_is_archived_and_trained_ag
         assert (where / run.run_id() / "metrics.csv").read_text() == (twin / run.run_id() / "metrics.csv").read_text()
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_reopened_run_never_replaces_the_finished_copy_it_was_reopened_after(tmp_path):
     """Archived finished, then reopened to train on (a stop an older plateau rule made, a rung it won) and stopped
     without its checkpoint: the archive keeps the finished copy, whose results the report reads (copying the
@@ -379,6 +385,7 @@ def test_a_profile_reports_to_its_name_or_to_the_folder_its_reports_key_names(tm
     assert load_sweep(path).reports_dir() == REPORTS_DIR / "recipe" / "itg"
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
     data = yaml.safe_load(path.read_text())
@@ -444,6 +451,7 @@ def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(t
     assert states == {"lstm1": "finished", "stack": "pending"}
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_first(tmp_path):
     """Machine A prepared the whole grid (every run folder holds its config) and trains the Stack; machine B trains
     only the LSTM (`--only`) and archives it. Restored on A, the LSTM's archive fills its pending folder, results
@@ -468,6 +476,7 @@ def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_f
     assert (here / lstm / "results.json").read_text() == (there / lstm / "results.json").read_text()
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_extends_it(tmp_path, monkeypatch):
     """Issue 78's searches span sessions: a run finished at a halving rung whose bracket has not decided yet (another
     setting still training to it) is archived with its checkpoints (unfinished_runs/, beside its finished copy), so
