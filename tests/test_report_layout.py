@@ -22,6 +22,7 @@ def private_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
 
 
+@pytest.mark.usefixtures("in_process_pool")  # what it checks is the report, not the pool's processes
 def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     settings = dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
                     final_eval_size=20, checkpoint_every=10, early_stop_patience=0, length_pool=2)
