@@ -411,7 +411,7 @@ def test_a_run_version_1_pruned_and_version_2_keeps_is_rejudged(tmp_path):
     import csv
 
     from pipeline.paths import REPORTS_DIR
-    from pipeline.reports.stops import rejudged_prune
+    from pipeline.sweep.rejudge import rejudged_prune
 
     archived = next((REPORTS_DIR / "cpu/finished_runs").glob("bigram_flip-stack-h256-lr0.0005-s0-*"))
     run = tmp_path / archived.name
