@@ -7,19 +7,25 @@ from pipeline.cli import app
 from pipeline.reports.kinds import kind_there
 
 
-def test_a_screen_trains_its_grid_and_reports_each_change_against_the_baseline(tmp_path, cache_dir, monkeypatch):
-    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+def screen_profile(tmp_path, changes: int = 2):
+    """A screen of a tiny 1-layer LSTM on reversal: the baseline and the first ``changes`` of its two changes."""
     training = dict(max_batches=30, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
                     final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
     block = {"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8]}
+    grid = [{"label": "baseline", **block},
+            {"label": "forget-gate bias 1", **block, "overrides": {"model": {"forget_bias": 1.0}}},
+            {"label": "source fed reversed", **block, "overrides": {"model": {"source_order": "reversed"}}}]
     profile = {"name": "screen-t", "workers": 1,
                "defaults": {"model": {"embedding": 4}, "training": training, "tracking": {"wandb": "off"}},
-               "grid": [{"label": "baseline", **block},
-                        {"label": "forget-gate bias 1", **block, "overrides": {"model": {"forget_bias": 1.0}}},
-                        {"label": "source fed reversed", **block,
-                         "overrides": {"model": {"source_order": "reversed"}}}]}
+               "grid": grid[:1 + changes]}
     path = tmp_path / "screen.yaml"
     path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+def test_a_screen_trains_its_grid_and_reports_each_change_against_the_baseline(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+    path = screen_profile(tmp_path)
     out = tmp_path / "report"
     result = CliRunner().invoke(app, ["screen", str(path), "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -40,15 +46,7 @@ def test_a_report_only_screen_or_study_from_no_done_run_is_refused_and_the_repor
     """Issue 80: `transduce screen configs/lstm-screen.yaml --report-only` (and `study`) on a fresh clone replaced the
     committed report with "12 runs: 12 pending" and empty tables. Refused in one line unless --force."""
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
-    training = dict(max_batches=30, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
-                    final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
-    block = {"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8]}
-    profile = {"name": "screen-t", "workers": 1,
-               "defaults": {"model": {"embedding": 4}, "training": training, "tracking": {"wandb": "off"}},
-               "grid": [{"label": "baseline", **block},
-                        {"label": "forget-gate bias 1", **block, "overrides": {"model": {"forget_bias": 1.0}}}]}
-    path = tmp_path / "screen.yaml"
-    path.write_text(yaml.safe_dump(profile))
+    path = screen_profile(tmp_path, changes=1)
     for kind, title in (("screen", "# Screen: `screen-t`\n"), ("study", "# Study: `screen-t`\n")):
         out = tmp_path / kind
         out.mkdir()

@@ -37,6 +37,7 @@ from pipeline.rundir import RunDir
 from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.results import TEST_COARSE, TEST_FINE, TRAIN_COARSE, TRAIN_FINE, TRAIN_PERPLEXITY, logged_values
+from pipeline.training.runlife import MONITOR_STATE
 from pipeline.training.stopping import better_checkpoint, coarse_streak, converged, left_start, plateaued, should_prune
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
@@ -261,7 +262,7 @@ def resume_point(checkpoint: dict | None, run_dir: Path) -> int | None:
     """How many rows of ``metrics.csv`` a run resumed from ``checkpoint`` keeps, when that checkpoint was written at
     the run's end off its schedule (:meth:`TrainingMonitor.finish`: the rows before that end; its ``best.ckpt`` is
     put back as it was then); None otherwise (the rows up to the checkpoint's step are kept)."""
-    state = ((checkpoint or {}).get("callbacks") or {}).get("TrainingMonitor") or {}
+    state = ((checkpoint or {}).get("callbacks") or {}).get(MONITOR_STATE) or {}
     before = state.get("before_finish")
     if before is None:
         return None

@@ -205,7 +205,7 @@ def check_log_covers(checkpoint: dict, run_dir: Path) -> None:
     A checkpoint from before the monitor kept its windows is not checked."""
     from pipeline.training.results import TRAIN_PERPLEXITY, logged_values
 
-    state = (checkpoint.get("callbacks") or {}).get("TrainingMonitor") or {}
+    state = (checkpoint.get("callbacks") or {}).get(MONITOR_STATE) or {}
     step = checkpoint.get("global_step", 0)
     expected = [batch for batch, _ in state.get("windows") or [] if batch <= step]
     if not expected:
