@@ -152,3 +152,91 @@ def test_a_grammars_unknown_keys_of_mixed_types_are_named_not_a_traceback():
             "terminal_classes": {"A": {"size": 2, "source": "a{i}", "target": "b{i}"}}}
     with pytest.raises(GrammarError, match=r"unknown key\(s\) \['bogus', True\]"):
         Grammar.from_dict(data, name="g")
+
+
+# ------------------------------------------------------------------------ the target's probability alone
+
+AMBIGUOUS = {"start": "A",
+             "rules": {"A": [{"p": "1/2", "rule": "A1 A2 | A2 A1"}, {"p": "1/4", "rule": "B1 | B1"},
+                             {"p": "1/4", "rule": "X1 k A2 | A2 kk X1"}],
+                       "B": [{"p": "2/3", "rule": "X1 | X1"}, {"p": "1/3", "rule": "X1 X2 | X1 q X2"}]},
+             "terminal_classes": {"X": {"size": 2, "source": "x{i}", "target": "y{i}"}}}
+
+
+def enumerate_targets(g, symbol, budget):
+    """Every derivation of ``symbol`` with at most ``budget`` source words, as (target words, probability): the
+    literal definition of the target's probability, by brute force."""
+    if symbol in g.classes:
+        words = g.classes[symbol].target
+        return [((w,), 1 / len(words), 1) for w in words]
+    out = []
+    for rule in g.rules[symbol]:
+        links, fixed = rule.links, sum(isinstance(x, str) for x in rule.source)
+
+        def expand(k, left, links=links):
+            if k == len(links):
+                yield {}, 1.0, 0
+                return
+            for words, p, n in enumerate_targets(g, links[k].symbol, left - (len(links) - k - 1)):
+                for rest, q, m in expand(k + 1, left - n):
+                    yield {links[k].index: words, **rest}, p * q, n + m
+
+        if budget >= fixed + len(links):
+            for sub, p, n in expand(0, budget - fixed):
+                target = tuple(w for x in rule.target for w in (sub[x.index] if not isinstance(x, str) else (x,)))
+                out.append((target, rule.p * p, n + fixed))
+    return out
+
+
+def test_a_targets_probability_sums_every_derivation_that_yields_it():
+    # An ambiguous grammar that reorders (A -> A A swapped), inserts literals on one side only and chains unary
+    # rules: the inside algorithm against brute-force enumeration of every derivation up to 5 source words.
+    g = Grammar.from_dict(AMBIGUOUS, name="ambiguous")
+    totals, derivations = {}, {}
+    for target, p, _ in enumerate_targets(g, "A", 5):
+        totals[target] = totals.get(target, 0.0) + p
+        derivations[target] = derivations.get(target, 0) + 1
+    assert sum(n > 1 for n in derivations.values()) > 50  # many targets have several derivations to sum
+    for target, p in totals.items():
+        assert g.target_probability(target) == pytest.approx(p, rel=1e-12)
+    # the enumeration is complete: it holds all the probability of lengths 1..5 the length tables give
+    lengths = g.length_sampler(5).length_probabilities()
+    assert sum(totals.values()) == pytest.approx(lengths[1:6].sum(), rel=1e-12)
+    assert g.target_probability(("y1", "y2", "q")) == 0.0  # q only ever stands between two words
+    assert g.target_probability(("y1", "q", "y2")) == pytest.approx(1 / 4 * 1 / 3 * 1 / 4)
+
+
+def test_the_papers_sample_targets_have_a_probability_and_a_reordered_one_has_none():
+    for name, (_, target) in (("svo_sov", SVO_SAMPLE), ("gender", GENDER_SAMPLE)):
+        assert grammar(name).target_probability(target.split()) > 0
+    verb_first = "vo28 so1 oo5".split()
+    assert grammar("svo_sov").target_probability(verb_first) == 0.0
+
+
+def counting_task(distribution):
+    """Sentences of x's of any length, each word from a class of 4: a target's probability is known in closed form."""
+    from pipeline.tasks.itg import GrammarTask
+
+    g = Grammar.from_dict({"start": "A", "rules": {"A": [{"p": "1/2", "rule": "X1 A2 | X1 A2"},
+                                                         {"p": "1/2", "rule": "X1 | X1"}]},
+                           "terminal_classes": {"X": {"size": 4, "source": "x{i}", "target": "y{i}"}}},
+                          name="counting")
+    return GrammarTask("counting", g, distribution)
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "grammar"])
+def test_reference_perplexities_are_the_closed_form_on_a_grammar_that_only_counts(distribution):
+    task = counting_task(distribution)
+    reference = task.reference_perplexities(samples=300, seed=3)
+    lengths = np.array([len(p.target) for p in task.sample_window(np.random.default_rng(3), (8, 64), 300)])
+    tokens = (lengths + 1).sum()
+    # every word is a content word of a class of 4; nothing else is to be predicted but </s>
+    assert reference.skeleton == pytest.approx(np.exp(lengths.sum() * np.log(4) / tokens), rel=1e-12)
+    if distribution == "uniform":  # P(target) = 1/57 lengths * 4^-L: the skeleton is the length, drawn uniformly
+        nats = len(lengths) * np.log(57) + lengths.sum() * np.log(4)
+    else:  # P(target) = 2^-L 4^-L / P(8 <= L <= 64)
+        window = sum(0.5 ** n for n in range(8, 65))
+        nats = (lengths * np.log(8)).sum() + len(lengths) * np.log(window)
+    assert reference.source_unread == pytest.approx(np.exp(nats / tokens), rel=1e-12)
+    assert reference.samples == 300 and reference.seed == 3
+    assert 0 < reference.skeleton_error < 0.05 and 0 < reference.source_unread_error < 0.05

@@ -159,3 +159,26 @@ def test_a_run_made_before_its_profile_measured_far_lengths_measures_them_when_i
     assert claim_run_directory(tiny(max_batches=4, far_eval_size=2), run_dir) == "same"
     train(tiny(max_batches=6, far_eval_size=2), run_dir, progress=False)  # extended: its final evaluation measures
     assert [int(r["n"]) for r in read_far_lengths(run_dir)] == [2] * len(FAR_BANDS)
+
+
+def test_each_itg_run_is_placed_against_the_content_blind_references_with_their_errors():
+    import pandas as pd
+
+    from pipeline.reports.build import reference_lines
+    from pipeline.tasks.itg import ReferencePerplexities
+
+    ref = ReferencePerplexities(skeleton=10.0, skeleton_error=0.01, source_unread=20.0, source_unread_error=0.01,
+                                samples=500, seed=0)
+    # 9.85 is below the skeleton line but within two standard errors of it: not counted as carrying content words
+    table = pd.DataFrame({"task": "svo_sov", "model": ["stack", "queue", "deque", "lstm1", "lstm2"],
+                          "run_id": ["a", "b", "c", "d", "e"], "train_perplexity": [9.85, 9.5, 15.0, 19.8, 25.0]})
+    lines = reference_lines(table, {"svo_sov": ref, "copy": None})
+    rows = {line.split(" | ")[1]: line.split(" | ")[3] for line in lines if line.startswith("| SVO to SOV | ")
+            and "LSTM" in line}
+    assert rows["Stack-LSTM"].startswith("between the lines")
+    assert rows["Queue-LSTM"].startswith("below the skeleton line")
+    assert rows["DeQue-LSTM"].startswith("between the lines")
+    assert rows["1-layer LSTM"].startswith("at or above the upper line")  # within two errors of it
+    assert rows["2-layer LSTM"].startswith("at or above the upper line")
+    assert "| SVO to SOV | 10.00 (± 1.0%) | 20.00 (± 1.0%) | 500 (0) |" in lines
+    assert reference_lines(table, {"svo_sov": None}) == []

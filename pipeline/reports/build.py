@@ -54,6 +54,7 @@ from pipeline.rundir import RunDir, stop_reason, upgraded_results
 from pipeline.sweep import DONE, STATES, default_workers, sweep_root, sweep_status
 from pipeline.tasks import PAPER_TASK_NAMES as TASK_NAMES  # the paper's five: its reports and figures
 from pipeline.tasks import TASKS, get_task
+from pipeline.tasks.itg import ReferencePerplexities
 from pipeline.training.results import (
     LEARNED_COARSE,
     TEST_COARSE,
@@ -117,11 +118,12 @@ def _eval_sizes(part: pd.DataFrame, root: Path) -> str:
 
 
 def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
-                       runs: pd.DataFrame | None = None) -> bool:
+                       runs: pd.DataFrame | None = None, references: ReferencePerplexities | None = None) -> bool:
     """Figure 2b and the loss behind it: coarse accuracy against batches on training-length and test-length
     sequences, and the training perplexity, the selected run of each architecture strong, every other run of the
     profile in that cell faint, so the seeds' spread shows. Batches on a log axis, as the paper's Fig. 2b compares
-    models whose convergence differs by orders of magnitude."""
+    models whose convergence differs by orders of magnitude. ``references`` (the ITG tasks): the two content-blind
+    perplexities (:func:`reference_perplexities`) drawn across the perplexity panel."""
 
     def curves(r):
         path = RunDir(root / r.run_id).metrics_file
@@ -140,9 +142,37 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
               ("coarse accuracy, test lengths (65–128)", None, (-0.03, 1.03)),
               ("training perplexity (100-batch windows)", "perplexity (log scale)", "log")]
     sizes = _eval_sizes(part, root)
+
+    def decorate(ax):
+        _log_batches(ax)
+        if references is not None and ax.get_title().startswith("training perplexity"):
+            for value, label, style in ((references.source_unread, "no source word read", ":"),
+                                        (references.skeleton, "source skeleton, no content word", "--")):
+                ax.axhline(value, color="#555555", ls=style, lw=1.1, zorder=0, label=f"{label} ({value:.1f})")
+
     return _panels(part, out, curves, panels, "batches (log scale)", f"{TASK_TITLES[task]}: convergence",
                    caption=f"Accuracy evaluated on {sizes} every evaluation." if sizes else "",
-                   decorate=_log_batches, faint=others, markersize=4)
+                   decorate=decorate, faint=others, markersize=4)
+
+
+# Pairs the reference perplexities are estimated on: about 4 s a task, under 1% standard error.
+REFERENCE_SAMPLES = 500
+
+
+def reference_perplexities(task: str, selected: pd.DataFrame, root: Path) -> ReferencePerplexities | None:
+    """The content-blind reference perplexities of ``task`` on the selected runs' training distribution, for the
+    tasks that have them (the ITG grammars: :meth:`~pipeline.tasks.itg.GrammarTask.reference_perplexities`, 500
+    pairs drawn with seed 0, under 1% standard error); None for the others or without a selected run."""
+    part = selected[selected.task == task] if not selected.empty else selected
+    if part.empty:
+        return None
+    distributions = {RunDir(root / run_id).read_config().length_distribution for run_id in part.run_id}
+    if len(distributions) != 1:  # runs on two length distributions share no one reference
+        return None
+    measured = get_task(task, distributions.pop())
+    if not hasattr(measured, "reference_perplexities"):
+        return None
+    return measured.reference_perplexities(samples=REFERENCE_SAMPLES)
 
 
 def _log_batches(ax) -> None:
@@ -301,13 +331,13 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
                     marker=look["marker"], markevery=max(1, len(x) // 12), markersize=style.get("markersize", 5),
                     lw=1.5, alpha=0.9)
     for ax, (name, ylabel, ylim) in zip(axes, panels):
-        if decorate is not None:
-            decorate(ax)
         if ylim == "log":
             ax.set_yscale("log")
         elif ylim is not None:
             ax.set_ylim(*ylim)
         ax.set_title(name, fontsize=10)
+        if decorate is not None:  # after the title: a decoration may be for one panel only
+            decorate(ax)
         ax.set_xlabel(xlabel, fontsize=9)
         if ylabel:
             ax.set_ylabel(ylabel)
@@ -608,6 +638,45 @@ def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
             "|---|---|---|---|---|---|", *body, ""]
 
 
+def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexities | None]) -> list[str]:
+    """Where each selected run of the ITG tasks stands against the two content-blind references drawn on the
+    convergence figures (issue 78: a disagreement argued from evidence): below the skeleton line a run carries
+    content words from source to target; between the lines it uses the source's structure only; above the upper
+    line it reads less of the source than no model at all needs to. Empty without a reference."""
+    shown = {task: ref for task, ref in references.items() if ref is not None}
+    if not shown:
+        return []
+
+    def standing(perplexity: float, ref: ReferencePerplexities) -> str:
+        if pd.isna(perplexity):
+            return "—"
+        if perplexity < ref.skeleton * (1 - 2 * ref.skeleton_error):
+            return "below the skeleton line: carries content words"
+        if perplexity < ref.source_unread * (1 - 2 * ref.source_unread_error):
+            return "between the lines: the source's structure, no content word"
+        return "at or above the upper line: no more than the target grammar alone"
+
+    lines = ["## What a model that carries no content word reaches", "",
+             "Two reference perplexities per ITG task, per target token (`</s>` included) on the training "
+             "lengths and length distribution, drawn across the perplexity panel of its convergence figure: "
+             "*source skeleton, no content word*, a model that knows every literal word of the target and the "
+             "class of every content word but not which word (each costs log of its class's size), a lower bound "
+             "for any model that does not carry content words; *no source word read*, the best model that reads no "
+             "source at all (the target's probability under the grammar, every derivation summed, and the length "
+             "distribution). Estimated on pairs drawn with a fixed seed; docs/tasks.md says how.", "",
+             "| task | source skeleton, no content word | no source word read | pairs (seed) |", "|---|---|---|---|"]
+    for task, ref in shown.items():
+        lines.append(f"| {TASK_TITLES[task]} | {ref.skeleton:.2f} (± {100 * ref.skeleton_error:.1f}%) | "
+                     f"{ref.source_unread:.2f} (± {100 * ref.source_unread_error:.1f}%) | "
+                     f"{ref.samples} ({ref.seed}) |")
+    lines += ["", "The selected runs against them (training perplexity at the checkpoint each reports):", "",
+              "| task | model | training perplexity | where it stands |", "|---|---|---|---|"]
+    for r in table[table.task.isin(list(shown)) & table.run_id.notna()].itertuples():
+        lines.append(f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} | {r.train_perplexity:.2f} | "
+                     f"{standing(r.train_perplexity, shown[r.task])} |")
+    return [*lines, ""]
+
+
 def population_members(finished: pd.DataFrame) -> pd.Series:
     """Per finished run (rows of results), the runs of the population it trained in (1 alone). A population's members
     train in one process, each its wall time: each counts its share, its seconds over its members."""
@@ -901,11 +970,12 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     atomic_write_text(out_dir / "evidence.md", evidence_markdown(table, header, TASK_TITLES))
     atomic_write_text(out_dir / "table2.md", table2_markdown(parameter_table(), header))
 
-    figures = []
+    figures, references = [], {}
     overview = table3_figure(table, out_dir / "table3.png", TASK_TITLES)
     for task in TASK_NAMES:
         path = out_dir / f"convergence_{task}.png"
-        if convergence_figure(task, selected, root, path, runs[runs.state.isin(DONE)]):
+        references[task] = reference_perplexities(task, selected, root)
+        if convergence_figure(task, selected, root, path, runs[runs.state.isin(DONE)], references[task]):
             figures.append((task, "convergence", path.name))
         path = out_dir / f"length_{task}.png"
         if length_figure(task, selected, root, path):
@@ -966,7 +1036,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
                          f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", *memory_use_lines(table, root), *search_lines(runs, sweep)]
+    lines += ["", *memory_use_lines(table, root), *reference_lines(table, references), *search_lines(runs, sweep)]
     lines += [*first_error_lines(table, root, out_dir)]
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "

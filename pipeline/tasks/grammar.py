@@ -353,6 +353,92 @@ class Grammar:
             for spans in self._splits(rest, words, end, j):
                 yield {head.index: (i, end), **spans}
 
+    # ------------------------------------------------------------------------- target-side probability
+
+    def target_probability(self, target: Sequence[str], symbol: str | None = None) -> float:
+        """P(``symbol`` derives ``target`` on the target side): the grammar's probability of the target sentence
+        alone, summed over every derivation that yields it (the grammars are ambiguous: ``S -> S S`` splits
+        ``so so so`` two ways). What a model that reads no source word can at best assign to a target.
+
+        The inside algorithm over the target sides of the rules: ``inside[X][i, j]`` = P(X derives words i..j-1),
+        filled by span length; a rule ``X -> a1 ... ak`` contributes p * sum over split points of the product of
+        its items' inside values, built left to right through the rule's prefixes (``prefix[r][t][i, j]``: items
+        1..t derive words i..j-1), vectorised over the start i. Every item derives at least one word, so a span's
+        entries use shorter spans only, except single-item rules, taken in the order of :meth:`_target_unary_order`.
+        A terminal class derives one of its words with probability 1/size, a literal itself with probability 1.
+        Cubic in the length; a sentence of 64 words takes milliseconds."""
+        words = tuple(target)
+        n = len(words)
+        if n == 0:
+            return 0.0
+        tables: dict[str, np.ndarray] = {}
+        for name, terminal_class in self.classes.items():
+            table = np.zeros((n + 1, n + 1))
+            members = set(terminal_class.target)
+            for i, word in enumerate(words):
+                if word in members:
+                    table[i, i + 1] = 1.0 / len(terminal_class.target)
+            tables[name] = table
+        literals = {item for rules in self.rules.values() for rule in rules for item in rule.target
+                    if isinstance(item, str)}
+        for word in literals:
+            table = np.zeros((n + 1, n + 1))
+            for i, w in enumerate(words):
+                if w == word:
+                    table[i, i + 1] = 1.0
+            tables[word] = table
+        for name in self.rules:
+            tables[name] = np.zeros((n + 1, n + 1))
+
+        def table_of(item: str | Link) -> np.ndarray:
+            return tables[item.symbol if isinstance(item, Link) else item]
+
+        order = self._target_unary_order()
+        prefixes = {(lhs, r): [np.zeros((n + 1, n + 1)) for _ in rule.target[1:]]
+                    for lhs, rules in self.rules.items() for r, rule in enumerate(rules)}
+        for d in range(1, n + 1):
+            starts = np.arange(n - d + 1)
+            if d >= 2:
+                # split points m = i + t, t = 1 .. d-1: left part i..m, right part m..i+d, both shorter than d
+                m = starts[:, None] + np.arange(1, d)[None, :]
+                for lhs, rules in self.rules.items():
+                    for r, rule in enumerate(rules):
+                        left = table_of(rule.target[0])
+                        for t, item in enumerate(rule.target[1:]):
+                            right = table_of(item)
+                            out = prefixes[lhs, r][t]
+                            ends = (starts + d)[:, None]
+                            out[starts, starts + d] = (left[starts[:, None], m] * right[m, ends]).sum(1)
+                            left = out
+            for lhs in order:
+                total = np.zeros(len(starts))
+                for r, rule in enumerate(self.rules[lhs]):
+                    last = prefixes[lhs, r][-1] if len(rule.target) > 1 else table_of(rule.target[0])
+                    total += rule.p * last[starts, starts + d]
+                tables[lhs][starts, starts + d] = total
+        return float(tables[symbol or self.start][0, n])
+
+    def _target_unary_order(self) -> list[str]:
+        """Non-terminals ordered so that a rule whose target side is one non-terminal comes after that one's own
+        rules: within a span length, ``X -> Y`` needs Y's value for the same span first."""
+        after = {lhs: {r.target[0].symbol for r in rules
+                       if len(r.target) == 1 and isinstance(r.target[0], Link) and r.target[0].symbol in self.rules}
+                 for lhs, rules in self.rules.items()}
+        order: list[str] = []
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if name in order:
+                return
+            if name in path:
+                raise GrammarError(f"unary cycle on the target side through {name!r}")
+            for before in sorted(after[name]):
+                visit(before, path + (name,))
+            order.append(name)
+
+        for name in self.rules:
+            visit(name, ())
+        return order
+
     # ------------------------------------------------------------------------------------ internals
 
     def _vocabularies(self, origin: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
