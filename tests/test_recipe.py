@@ -392,3 +392,13 @@ def test_a_run_stored_with_its_probes_beside_the_model_keys_reads_with_them_in_p
     assert stored_run_config(nested) == config
     with pytest.raises(ConfigError, match="unknown key 'model.value_gain'"):  # a profile or run file: nested only
         from_dict(RunConfig, {"model": {"name": "deque", "value_gain": 8.0}})
+
+
+def test_push_and_pop_are_written_one_way_for_one_and_two_ended_memories():
+    from pipeline.reports.recipe import MEMORY_COLUMNS, push_pop_text
+
+    signals = dict.fromkeys(MEMORY_COLUMNS, float("nan"))
+    signals |= {"push_source": 0.994, "push_target": 0.0, "pop_source": 0.01, "pop_target": 0.996}
+    assert push_pop_text(signals, 1) == ("0.99 / 0.00", "0.01 / 1.00")
+    signals |= {"push_source_bottom": 0.5, "push_target_bottom": 0.25}
+    assert push_pop_text(signals, 2) == ("top 0.99 / 0.00, bottom 0.50 / 0.25", "top 0.01 / 1.00, bottom —")

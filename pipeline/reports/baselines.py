@@ -48,7 +48,7 @@ from pipeline.reports.build import (
     stopping_table,
 )
 from pipeline.reports.published import DELETANG_2023, DELETANG_ARCHITECTURES, deletang_table2
-from pipeline.reports.recipe import MEMORY_COLUMNS, done_seeds, learned_at, memory_signals
+from pipeline.reports.recipe import MEMORY_COLUMNS, done_seeds, learned_at, memory_signals, push_pop_text
 from pipeline.reports.table3 import METRICS, all_runs, select_models
 from pipeline.rundir import RunDir
 from pipeline.sweep import DONE, STATES, sweep_root, sweep_status
@@ -367,21 +367,13 @@ def grid_lines(cells: pd.DataFrame) -> list[str]:
 def memory_lines(cells: pd.DataFrame) -> list[str]:
     """How the selected run of each cell of one of the paper's memories used it: mean push and pop over the source
     and target halves at the checkpoint it reports; the DeQue's two ends each. No rows: nothing (no such cell done)."""
-    def signals(c, end: str = "") -> tuple[str, str]:
-        return (_pair(getattr(c, f"push_source{end}"), getattr(c, f"push_target{end}")),
-                _pair(getattr(c, f"pop_source{end}"), getattr(c, f"pop_target{end}")))
-
     body = []
     for c in cells.itertuples():
         kind = memory_of(c.variant)
         if kind is None or pd.isna(c.run_id) or pd.isna(c.selected_step):
             continue
         run = f"s{int(c.seed)} at batch {int(c.selected_step):,}"
-        if kind.ends == 1:
-            push, pop = signals(c)
-        else:
-            (top_push, top_pop), (bottom_push, bottom_pop) = signals(c), signals(c, "_bottom")
-            push, pop = f"top {top_push}, bottom {bottom_push}", f"top {top_pop}, bottom {bottom_pop}"
+        push, pop = push_pop_text(c._asdict(), kind.ends)
         body.append(f"| {TASKS[c.task].title} | {variant_name(c.variant)} | {run} | {push} | {pop} |")
     if not body:
         return []

@@ -607,11 +607,8 @@ def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
     mean push and pop over the source and target halves at the checkpoint it reports (the DeQue's two ends each), as
     its monitor logged them. Empty when no memory cell has a selected run."""
     from pipeline.models import memory_of
-    from pipeline.reports.recipe import memory_signals
+    from pipeline.reports.recipe import memory_signals, push_pop_text
     from pipeline.training.monitor import MEMORY_PROBE_SIZE
-
-    def pair(a: float, b: float) -> str:
-        return "—" if pd.isna(a) or pd.isna(b) else f"{a:.2f} / {b:.2f}"
 
     body = []
     for r in table[table.model.isin(MEMORY_MODELS) & table.run_id.notna()].itertuples():
@@ -620,10 +617,7 @@ def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
         if results is None:
             continue
         step = int(results["selected_step"])
-        s = memory_signals(r.model, folder.read_metrics(), step)
-        ends = [("", "")] if memory_of(r.model).ends == 1 else [("top ", ""), ("bottom ", "_bottom")]
-        push = ", ".join(f"{name}{pair(s[f'push_source{end}'], s[f'push_target{end}'])}" for name, end in ends)
-        pop = ", ".join(f"{name}{pair(s[f'pop_source{end}'], s[f'pop_target{end}'])}" for name, end in ends)
+        push, pop = push_pop_text(memory_signals(r.model, folder.read_metrics(), step), memory_of(r.model).ends)
         body.append(f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} | h{int(r.hidden)}, lr {r.lr:g}, seed "
                     f"{int(r.seed)}, batch {step:,} | {VERDICT_MARKS.get(r.verdict, '')} | {push} | {pop} |")
     if not body:

@@ -63,6 +63,20 @@ def memory_signals(model: str, rows: list[dict], step: int | None = None) -> dic
     return out
 
 
+def push_pop_text(signals, ends: int) -> tuple[str, str]:
+    """The push and pop columns of a report's "How the memories were used" table, from :func:`memory_signals`'
+    names (a mapping): each "source / target" ("—" where either was not logged); a two-ended memory's as
+    "top ..., bottom ..."."""
+    def pair(kind: str, end: str) -> str:
+        source, target = signals[f"{kind}_source{end}"], signals[f"{kind}_target{end}"]
+        return "—" if pd.isna(source) or pd.isna(target) else f"{source:.2f} / {target:.2f}"
+
+    if ends == 1:
+        return pair("push", ""), pair("pop", "")
+    push, pop = (f"top {pair(kind, '')}, bottom {pair(kind, '_bottom')}" for kind in ("push", "pop"))
+    return push, pop
+
+
 def learned_at(rows: list[dict], threshold: float = LEARNED_COARSE) -> int | None:
     """The first evaluation step whose training coarse accuracy reaches ``threshold``; None if none does."""
     return next((step for step, coarse in logged_values(rows, TRAIN_COARSE) if coarse >= threshold), None)
