@@ -269,6 +269,7 @@ def test_recipe_profile_labels_every_block():
     assert all(run.training.early_stop_coarse == 0.99 for run in sweep.runs())
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_tiny_study_runs_and_reports(tmp_path, cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
     data = {"name": "tinystudy", "workers": 2,
@@ -292,6 +293,7 @@ def test_a_tiny_study_runs_and_reports(tmp_path, cache_dir, monkeypatch):
     assert to_dict(sweep.runs()[1].model)["target_inputs"] == "shared"
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_study_runs_its_failed_runs_again_only_when_asked(tmp_path, cache_dir, monkeypatch):
     from tiny import tiny_profile
     from typer.testing import CliRunner

@@ -1,5 +1,6 @@
 """A screen: one change at a time against a baseline, its report written from real (tiny) runs."""
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -23,6 +24,7 @@ def screen_profile(tmp_path, changes: int = 2):
     return path
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_screen_trains_its_grid_and_reports_each_change_against_the_baseline(tmp_path, cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
     path = screen_profile(tmp_path)

@@ -291,6 +291,7 @@ def tiny_profile(tmp_path, lr=1e-3, **training):
     return load_sweep(path)
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_run_on_its_plateau_is_pruned_and_can_be_continued(tmp_path):
     # 20 batches of a tiny Stack-LSTM stay near the uniform perplexity: a ratio of 0.1 prunes it at batch 20
     sweep = tiny_profile(tmp_path, prune_at=[20], prune_ratio=0.1)
@@ -325,6 +326,7 @@ def test_a_run_that_stops_improving_ends_as_plateau(tmp_path):
     assert [s.state for s in sweep_status(tiny_profile(tmp_path), tmp_path / "none")] == ["pending"]
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_run_stopped_by_the_old_plateau_rule_is_judged_again_and_trains_on(tmp_path):
     # A tiny run stopped by version 2 of the rule at 40 batches (a window of 20, lr 1e-9: flat), then made to look as
     # version 1 left it: stopped at 30 (reference at 10, no 50% gain at 20 or 30), no plateau_rule in its results.

@@ -426,27 +426,40 @@ def test_the_pool_wakes_when_a_worker_ends_not_at_its_next_poll():
 
 
 def test_slurm_route_through_submitit_executes_the_same_runs(tmp_path):
+    """Two LSTM runs and a Stack run, packed by model: one task trains the LSTMs as a population (a state per member),
+    the other the Stack as a single run (its state), each in a process of submitit's local executor, as a SLURM array
+    task would."""
     path = profile(tmp_path, models=("lstm1",), tasks=("copy", "reversal"), max_batches=10)
+    data = yaml.safe_load(path.read_text())
+    data["grid"].append({**data["grid"][0], "tasks": ["copy"], "models": ["stack"]})
+    path.write_text(yaml.safe_dump(data))
     sweep = load_sweep(path)
-    jobs = submit_slurm(sweep, tmp_path / "runs", cluster="local", wait=True, echo=lambda _: None)
-    assert len(jobs) == 2 and [job.result() for job in jobs] == ["finished", "finished"]
-    assert all(s.state == "finished" for s in sweep_status(sweep, tmp_path / "runs"))
+    jobs = submit_slurm(sweep, tmp_path / "runs", cluster="local", wait=True, echo=lambda _: None, population=2)
+    assert sorted(map(str, (job.result() for job in jobs))) == ["['finished', 'finished']", "finished"]
+    statuses = sweep_status(sweep, tmp_path / "runs")
+    assert all(s.state == "finished" for s in statuses)
+    named = sorted(len(json.loads((s.run_dir / "results.json").read_text()).get("population", [])) for s in statuses)
+    assert named == [0, 2, 2]  # the population's two members name it; the single run names none
     assert submit_slurm(sweep, tmp_path / "runs", cluster="local", echo=lambda _: None) == []  # nothing left
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(tmp_path):
     """`--only` splits a grid between machines (its deep LSTMs on a GPU): the selected runs train, the others are left
     alone, and the sweep succeeds when the selected ones are finished; a pattern matching no run id is refused before
     anything is written."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli import app
+
     path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
     runs = tmp_path / "runs"
-    typo = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs),
-                           "--only", "*-lstm9-*"], capture_output=True, text=True)
-    assert typo.returncode == 2 and "--only '*-lstm9-*' matches none of the 2 run ids" in " ".join(typo.stderr.split())
+    typo = CliRunner().invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--only", "*-lstm9-*"])
+    assert typo.exit_code == 2 and "--only '*-lstm9-*' matches none of the 2 run ids" in " ".join(typo.output.split())
     assert not runs.exists()
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs),
-                             "--only", "*-lstm1-*", "--workers", "1"], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    result = CliRunner().invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--only", "*-lstm1-*",
+                                      "--workers", "1"])
+    assert result.exit_code == 0, result.output
     states = {s.config.model.name: s.state for s in sweep_status(load_sweep(path), runs)}
     assert states == {"lstm1": "finished", "stack": "pending"}
 

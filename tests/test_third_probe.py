@@ -34,6 +34,7 @@ def profile(path, max_batches, **top):
 
 # -- item 1: an archive never replaces a copy with one that holds fewer batches ---------------------------------------
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_an_archive_keeps_the_longer_copy_unless_forced(tmp_path, cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
     short, long = profile(tmp_path / "a" / "p.yaml", 20), profile(tmp_path / "b" / "p.yaml", 30)
@@ -150,6 +151,7 @@ def test_another_runs_checkpoint_is_refused_before_the_folder_changes(tmp_path, 
 
 # -- item 14: an unusable .lock names itself; SIGHUP ends training with a line ---------------------------------------
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_lock_that_is_a_directory_is_one_damaged_run_not_a_failed_listing(tmp_path, cache_dir, monkeypatch):
     from pipeline.training.run import train
 
@@ -320,6 +322,7 @@ def test_a_file_that_cannot_be_written_whole_leaves_the_old_one_and_names_itself
     assert [p.name for p in target.parent.iterdir()] == ["last.ckpt"]  # no temporary file left behind
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_an_archive_onto_a_full_disk_names_the_copy_and_leaves_no_staging_folder(tmp_path, cache_dir, monkeypatch):
     import pipeline.runs
 
@@ -383,9 +386,8 @@ def test_the_sweep_says_when_its_disk_is_full(tmp_path, monkeypatch):
 
 # -- the GPU grid (issue 57, item 3): workers spread over the visible GPUs; SLURM tasks ask for theirs ----------------
 
+@pytest.mark.usefixtures("in_process_pool")  # what each worker is handed, not the worker itself
 def test_workers_are_spread_over_the_visible_gpus(tmp_path, cache_dir, monkeypatch):
-    import subprocess
-
     import pipeline.sweep.local as local
     from pipeline.provenance import visible_gpus
 
@@ -398,12 +400,10 @@ def test_workers_are_spread_over_the_visible_gpus(tmp_path, cache_dir, monkeypat
 
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
     monkeypatch.setattr(local, "visible_gpus", lambda: ["0", "1"])  # a machine with two GPUs, faked
-    seen, popen = [], subprocess.Popen
+    seen, popen = [], local.subprocess.Popen  # the in-process worker: it runs its job on this CPU, whatever it is told
 
     def recording(command, *args, env=None, **kwargs):
-        if "pipeline.sweep" in command:  # a worker (subprocess.run, for git, goes through Popen too)
-            seen.append(env.get("CUDA_VISIBLE_DEVICES"))
-            env = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}
+        seen.append(env.get("CUDA_VISIBLE_DEVICES"))
         return popen(command, *args, env=env, **kwargs)
 
     monkeypatch.setattr(local.subprocess, "Popen", recording)
@@ -457,6 +457,7 @@ def test_a_profiles_slurm_section_is_validated_when_it_is_loaded(tmp_path, key, 
         load_sweep(profile(tmp_path / "p.yaml", 10, slurm={key: value}))
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_the_sweep_keeps_the_draw_it_trains_again_from_batch_0(tmp_path, cache_dir, monkeypatch):
     """The sweep's own path (a worker training one run): a run whose results stop short of its budget and whose
     checkpoint is gone is trained again from batch 0, and the draw it replaces is kept in earlier_draws.json. The
@@ -478,6 +479,7 @@ def test_the_sweep_keeps_the_draw_it_trains_again_from_batch_0(tmp_path, cache_d
     assert folder.read_commits() == [git_commit()] and folder.read_results()["commit"] == git_commit()
 
 
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_run_trained_again_from_batch_0_replaces_its_archived_copy_keeping_it_as_an_earlier_draw(
         tmp_path, cache_dir, monkeypatch):
     """A run whose checkpoint was lost is trained again from batch 0 (another machine's floats: another draw), and
