@@ -70,7 +70,8 @@ def assert_same_numbers(rows, expected, rel):
 
 
 @pytest.mark.parametrize("static_shapes", [False, True])
-def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_their_runs(tmp_path, static_shapes):
+def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_their_runs(tmp_path, static_shapes,
+                                                                                          alone):
     """One architecture's copy, gender and SVO->SOV runs are one population (their vocabularies padded to the
     largest), two at a time: the copy run leaves at 60 and the SVO->SOV run takes its slot, rebuilt around the others
     (eager) or placed into the slot of the stepped-at-static-shapes model (a GPU's captured step, eager here). Each
@@ -81,15 +82,16 @@ def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_
     together = [tmp_path / "population" / c.run_id() for c in configs]
     results = train_population(configs, together, width=2, batched=True, static_shapes=static_shapes)
     for config, run_dir, result in zip(configs, together, results):
-        alone = tmp_path / "alone" / config.run_id()
-        expected = train(config, alone, progress=False)
-        assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+        single, expected = alone(config)
+        assert_same_numbers(metrics(run_dir), metrics(single), rel=1e-4)
         assert result["batches"] == expected["batches"] == config.training.max_batches
 
 
-# The baselines' members as runs are `slow`: their step's equality in float64 is test_population.py's, quickly
-@pytest.mark.parametrize("model", ["lstm1", "stack", *(pytest.param(m, marks=pytest.mark.slow)
-                                                      for m in ("transformer", "jm_stack"))])
+# Only the LSTM's members as runs are in the default suite: the batched Stack's (~20 s) and the baselines' are `slow`.
+# What they add is each architecture's batched step, which test_population.py checks in float64, quickly; the run
+# folders members write, with one leaving and another taking its slot, are the LSTM's case here.
+@pytest.mark.parametrize("model", ["lstm1", *(pytest.param(m, marks=pytest.mark.slow)
+                                             for m in ("stack", "transformer", "jm_stack"))])
 def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model, alone):
     """50 batches in float32, three members that differ in task, seed, learning rate and budget, two at a time (the
     second leaves at 30 and the third takes its place): each member's metrics.csv rows equal its single run's
@@ -329,11 +331,12 @@ def test_a_captured_population_refills_a_stopped_members_slot_in_place(tmp_path,
         return original(cls, members, device, length, vocab)
 
     monkeypatch.setattr(engine.BatchedPopulation, "of", classmethod(counting))
-    configs = [member("copy", 3, 1e-3, max_batches=100), member("reversal", 7, 5e-4, max_batches=60),
-               member("bigram_flip", 11, 2e-3, max_batches=100)]
+    configs = [member("copy", 3, 1e-3, max_batches=50, eval_every=25),
+               member("reversal", 7, 5e-4, max_batches=30, eval_every=25),
+               member("bigram_flip", 11, 2e-3, max_batches=50, eval_every=25)]  # test_every_member_...'s single runs
     together = [tmp_path / "population" / c.run_id() for c in configs]
     train_population(configs, together, width=2, batched=True, static_shapes=True)
-    assert built == [["copy", "reversal"], ["bigram_flip"]]  # bigram_flip took reversal's slot at 60
+    assert built == [["copy", "reversal"], ["bigram_flip"]]  # bigram_flip took reversal's slot at 30
     for config, run_dir in zip(configs, together):
         assert_same_numbers(metrics(run_dir), metrics(alone(config)[0]), rel=1e-4)
 
