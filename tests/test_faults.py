@@ -38,7 +38,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfinished_runs(tmp_path):
+def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfinished_runs(tmp_path, monkeypatch):
     path = tiny_profile(tmp_path, "killed", workers=2, max_batches=100_000, eval_every=10_000)
     sweep = load_sweep(path)
     runs = tmp_path / "runs"
@@ -73,9 +73,12 @@ def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfin
     assert result.returncode == 1, result.stderr
     assert "1 run(s) of the grid are not finished:" in result.stderr
     assert f"{held.name}: still running in another process (pid {os.getpid()}" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "sweep", str(path), "--runs-dir", str(runs)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    # The last rerun, every run free again, is the pool's plan only: its jobs run in this process (tests/in_process.py)
+    from in_process import pool_in_process
+
+    pool_in_process(monkeypatch)
+    result = CliRunner().invoke(app, ["sweep", str(path), "--runs-dir", str(runs)])
+    assert result.exit_code == 0, result.output
     assert {s.state for s in sweep_status(load_sweep(path), runs)} == {"finished"}
 
 
