@@ -1,6 +1,7 @@
 """The report a researcher reads first, rendered from a small grid's run folders: Table 3's figure at the top, the
 table laid out as the paper's, evidence in a file of its own, every figure there and no line an editor cannot show."""
 
+import csv
 import json
 import re
 import shutil
@@ -30,10 +31,13 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     path.write_text(yaml.safe_dump({
         "name": "layout", "workers": 2,
         "defaults": {"model": {"memory_width": 8, "embedding": 8}, "training": settings, "tracking": {"wandb": "off"}},
-        "grid": [{"tasks": ["copy"], "models": ["lstm1", "stack"], "hidden": [8], "lr": [1e-2]}]}))
+        "grid": [{"tasks": ["copy"], "models": ["lstm1", "stack"], "hidden": [8], "lr": [1e-2]},
+                 # the Stack's read ablation: the same run with every read zeroed (issue 78)
+                 {"tasks": ["copy"], "models": ["stack"], "hidden": [8], "lr": [1e-2],
+                  "overrides": {"model": {"probes": {"read_zeroed": True}}}}]}))
     sweep = load_sweep(path)
     run_local(sweep, tmp_path / "runs", echo=lambda _: None)
-    stack = next(run.run_id() for run in sweep.runs() if run.model.name == "stack")
+    stack = next(run.run_id() for run in sweep.runs() if run.model.name == "stack" and not run.model.probes.read_zeroed)
     measure_far_lengths(tmp_path / "runs" / stack, per_band=3)
     out = tmp_path / "out"
     # the LSTM's far lengths come from its twin: the same run trained again by a study archived under the report
@@ -50,6 +54,13 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     assert {p.name for p in out.glob("*.png")} >= {"table3.png", "convergence_copy.png", "length_copy.png",
                                                    "far_lengths.png"}
     assert "## Far past the test lengths (to 512)" in readme and "| Sequence copying | Stack-LSTM |" in readme
+    # the ablation is set beside the run it ablates, and is not one of the cell's runs
+    ablation = readme.split("## The read ablation")[1].split("\n## ")[0]
+    (row,) = [line for line in ablation.splitlines() if line.startswith("| Sequence copying | Stack-LSTM |")]
+    assert f"| `{stack}` | 20 | " in row
+    assert "| unused: the curves match |" in row or "| used: without its reads" in row
+    cell = next(r for r in csv.DictReader(open(out / "table3.csv")) if r["task"] == "copy" and r["model"] == "stack")
+    assert cell["runs"] == "1" and cell["run_id"] == stack
     assert (out / "far_lengths.csv").read_text().count("\n") == 1 + 2 * len(FAR_BANDS)
     far_section = readme.split("## Far past the test lengths (to 512)")[1].split("\n## ")[0]
     far_rows = {line.split(" | ")[1]: line for line in far_section.splitlines()

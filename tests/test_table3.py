@@ -370,3 +370,45 @@ def test_evidence_says_what_the_papers_itg_numbers_would_require_with_the_tables
     assert f"score {paper_itg.min():.2f}–{paper_itg.max():.2f} test coarse on these tasks" in text
     assert "yet 0.00–0.01 on copying" in text  # the paper's copy LSTMs at test lengths (Table 3)
     assert itg_requirement_lines(table[table.task != "copy"], {}) == []  # no copy row: nothing to argue from
+
+
+# -- the read ablation (issue 78): never a cell's attempt; its curve against the run it ablates ------------------
+
+def test_a_read_ablation_is_never_selected_nor_counted_among_its_cells_runs():
+    from pipeline.config import RunConfig
+    from pipeline.reports.table3 import ablated_run, attempts
+
+    heard = run(0, 1.5, 0.2)
+    zeroed = dict(run(0, 1.2, 0.3), run_id="reversal-stack-ablation", ablation_of=heard["run_id"])
+    table = runs(heard, zeroed)
+    assert list(attempts(table).run_id) == [heard["run_id"]]
+    (chosen,) = select_models(table).itertuples()
+    assert chosen.run_id == heard["run_id"]  # the lower perplexity is the ablation's: not the cell's model
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["reversal"], "models": ["stack"]}]})
+    (cell,) = table3(table, sweep).query("in_profile").itertuples()
+    assert cell.runs == 1 and cell.run_id == heard["run_id"]
+    # the run an ablation ablates is the same config with the memory heard: one run id, whatever the budgets
+    config = from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack", "probes": {"read_zeroed": True}},
+                                   "training": {"max_batches": 3000}})
+    twin = from_dict(RunConfig, {"task": "reversal", "model": {"name": "stack"}, "training": {"max_batches": 9000}})
+    assert ablated_run(config) == twin.run_id() != config.run_id() and ablated_run(twin) == ""
+
+
+def curve(levels, every=100, start=100):
+    return [(start + every * k, p) for k, p in enumerate(levels)]
+
+
+def test_an_ablation_matches_its_run_within_their_noise_and_not_beyond():
+    from pipeline.reports.table3 import ablation_standing
+
+    noisy = [11.0, 11.4, 10.8, 11.2, 11.1, 10.9, 11.3, 11.0, 10.7, 11.2, 11.1]
+    # the same level, other noise: a memory whose reads changed nothing measurable
+    match, heard, zeroed, noise = ablation_standing(curve(noisy), curve([p + 0.15 for p in reversed(noisy)]), 1100)
+    assert match and abs(heard - zeroed) <= noise
+    # the ablation sits well above: the reads carried something
+    match, heard, zeroed, _ = ablation_standing(curve(noisy), curve([p + 2.0 for p in noisy]), 1100)
+    assert not match and zeroed > heard
+    # compared at the ablation's end only: the run's windows after it do not count
+    later = curve(noisy + [3.0] * 10)
+    assert ablation_standing(later, curve(noisy), 1100)[0]
+    assert ablation_standing(curve(noisy), curve([12.0]), 1100) is None  # one window: no noise to judge by

@@ -38,10 +38,14 @@ from pipeline.registry import Field
 from pipeline.reports.kinds import ReportRefused, check_kind, check_report_folder
 from pipeline.reports.table2 import parameter_table, table2_markdown
 from pipeline.reports.table3 import (
+    ABLATION_WINDOWS,
     VERDICT_MARKS,
+    ablation_standing,
     all_runs,
+    attempts,
     continuation,
     evidence_markdown,
+    is_ablation,
     legend,
     select_models,
     summary_line,
@@ -134,9 +138,11 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
             out.append((logged["step"], logged[column], None))
         return out
 
-    others = None
+    others = ablations = None
     if runs is not None and not runs.empty:
         others = runs[(runs.task == task) & ~runs.run_id.isin(set(selected.run_id) if not selected.empty else set())]
+        ablated = is_ablation(others)
+        others, ablations = others[~ablated], others[ablated]
     part = _in_model_order(selected, task)
     panels = [("coarse accuracy, training lengths (8–64)", "coarse accuracy", (-0.03, 1.03)),
               ("coarse accuracy, test lengths (65–128)", None, (-0.03, 1.03)),
@@ -152,7 +158,7 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
 
     return _panels(part, out, curves, panels, "batches (log scale)", f"{TASK_TITLES[task]}: convergence",
                    caption=f"Accuracy evaluated on {sizes} every evaluation." if sizes else "",
-                   decorate=decorate, faint=others, markersize=4)
+                   decorate=decorate, faint=others, dotted=ablations, markersize=4)
 
 
 # Pairs the reference perplexities are estimated on: about 4 s a task, under 1% standard error.
@@ -310,11 +316,12 @@ def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> b
 
 
 def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: str, caption="", decorate=None,
-            faint: pd.DataFrame | None = None, **style) -> bool:
+            faint: pd.DataFrame | None = None, dotted: pd.DataFrame | None = None, **style) -> bool:
     """Panels side by side, one line per selected run (``curves(run)`` gives its (x, y, band or None) per panel),
     one colour, dash and marker per architecture throughout the report; ``panels``: (title, y label, y limits or
-    "log") each. Lines are drawn as they are (equal values overlap; the dashes and markers keep them apart). False
-    (and no file) when there is nothing to draw."""
+    "log") each. Lines are drawn as they are (equal values overlap; the dashes and markers keep them apart);
+    ``faint`` runs thin and unlabelled, ``dotted`` ones (read ablations) in sparse dots with hollow markers,
+    labelled. False (and no file) when there is nothing to draw."""
     if part.empty:
         return False
     plt = pyplot()
@@ -322,6 +329,12 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     for r in (faint.itertuples() if faint is not None else ()):  # the other runs: thin, no marker, no label
         for ax, (x, y, _) in zip(axes, curves(r)):
             ax.plot(x, y, color=model_style(r.model)["color"], lw=0.8, alpha=0.3, zorder=1)
+    for r in (dotted.itertuples() if dotted is not None else ()):  # read ablations: sparse dots, hollow markers
+        look = model_style(r.model)
+        for ax, (x, y, _) in zip(axes, curves(r)):
+            ax.plot(x, y, color=look["color"], ls=(0, (1, 3)), lw=1.6, marker=look["marker"], markerfacecolor="white",
+                    markevery=max(1, len(x) // 12), markersize=style.get("markersize", 5), alpha=0.9, zorder=2,
+                    label=f"{DISPLAY_NAMES.get(r.model, r.model)}, read zeroed (s{int(r.seed)})")
     for r in part.itertuples():
         look = model_style(r.model)
         for ax, (x, y, band) in zip(axes, curves(r)):
@@ -347,6 +360,8 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     text = caption() if callable(caption) else caption
     if faint is not None and not faint.empty:
         text += " Faint lines: the cell's other runs (seeds, rates, starts)."
+    if dotted is not None and not dotted.empty:
+        text += " Hollow markers on sparse dots: read ablations (every memory read zeroed)."
     if text:
         fig.text(0.5, 0.01, text.strip(), ha="center", fontsize=8.5, color="#444444")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
@@ -579,7 +594,8 @@ def search_lines(runs: pd.DataFrame, sweep: SweepConfig) -> list[str]:
             halving[run.run_id()] = (f"at {', '.join(f'{b:,}' for b in block.at)}, keeping "
                                      f"{', '.join(map(str, block.keep))}"
                                      + (", seeds together" if block.seeds_together else ""))
-    memory = runs[runs.model.isin(MEMORY_MODELS)]
+    memory = attempts(runs)
+    memory = memory[memory.model.isin(MEMORY_MODELS)]
     if memory.empty:
         return []
     lines = ["## The search each memory cell got", "",
@@ -668,6 +684,45 @@ def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexi
     for r in table[table.task.isin(list(shown)) & table.run_id.notna()].itertuples():
         lines.append(f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} | {r.train_perplexity:.2f} | "
                      f"{standing(r.train_perplexity, shown[r.task])} |")
+    return [*lines, ""]
+
+
+def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
+    """The read ablations of the profile (issue 78: a memory used or unused, from evidence): each beside the run it
+    ablates, the same model and seed with every read replaced by zeros, compared at the ablation's last batch by
+    :func:`~pipeline.reports.table3.ablation_standing`. Empty when the profile has none."""
+    ablations = runs[is_ablation(runs)]
+    if ablations.empty:
+        return []
+    lines = ["## The read ablation", "",
+             "Each read ablation beside the run it ablates: the same model, setting and seed, every read of the memory "
+             "replaced by zeros (`probes.read_zeroed`: the controller hears nothing from its memory, and no gradient "
+             "reaches the read weights), trained to the same batch. Each curve's level is the mean training perplexity "
+             f"of its last {ABLATION_WINDOWS} windows up to the ablation's last batch, its noise their standard "
+             "deviation; the curves match when the levels differ by no more than the two noises together. Matching "
+             "curves say the memory was unused: the cell needs what the LSTM rows need. The convergence figures draw "
+             "each ablation in sparse dots with hollow markers.", "",
+             "| task | model | run ablated | batch | perplexity: heard / zeroed | noise | the memory |",
+             "|---|---|---|---|---|---|---|"]
+    by_id = runs.set_index("run_id")
+    for r in ablations.itertuples():
+        name = f"| {TASK_TITLES.get(r.task, r.task)} | {DISPLAY_NAMES.get(r.model, r.model)} |"
+        if r.ablation_of not in by_id.index:
+            lines.append(f"{name} `{r.ablation_of}` | {int(r.batches):,} | — | — | the run it ablates is not in "
+                         "the profile |")
+            continue
+        heard = logged_values(logged_rows(root / r.ablation_of), TRAIN_PERPLEXITY)
+        zeroed = logged_values(logged_rows(root / r.run_id), TRAIN_PERPLEXITY)
+        step = int(r.batches)
+        standing = ablation_standing(heard, zeroed, step) if r.state in DONE else None
+        run = f"`{r.ablation_of}`"
+        if standing is None:
+            lines.append(f"{name} {run} | {step:,} | — | — | not compared yet ({r.state}) |")
+            continue
+        match, level_heard, level_zeroed, noise = standing
+        said = ("unused: the curves match" if match else
+                f"used: without its reads the run stands {level_zeroed / level_heard:.2f}× as high")
+        lines.append(f"{name} {run} | {step:,} | {level_heard:.2f} / {level_zeroed:.2f} | {noise:.2f} | {said} |")
     return [*lines, ""]
 
 
@@ -1030,7 +1085,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
                          f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
                          f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
                          + (f"[trace]({trace})" if trace else "") + " |")
-    lines += ["", *memory_use_lines(table, root), *reference_lines(table, references), *search_lines(runs, sweep)]
+    lines += ["", *memory_use_lines(table, root), *reference_lines(table, references), *ablation_lines(runs, root),
+              *search_lines(runs, sweep)]
     lines += [*first_error_lines(table, root, out_dir)]
     lines += ["- [Table 2: parameter counts](table2.md)", "", "## Convergence (the paper's Fig. 2b)", "",
               "The paper: \"the convergence on the top accuracy happens orders of magnitude earlier for enhanced LSTMs "

@@ -86,7 +86,7 @@ EVIDENCE_KINDS = {
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
                "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
                "trend_fall", "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
-               "machine", "earlier_draws", "unconfirmed_plateau", "halved", "run_id", "commit"]
+               "machine", "earlier_draws", "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -139,6 +139,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    # stopped at a rung by successive halving: the learning-rate search discarded it, so it is never a
                    # cell's selected run (the paper selects among its search's survivors)
                    halved=run.run_id() in halved,
+                   # a read ablation (probes.read_zeroed): the run it ablates, the same config with its memory heard
+                   # (budgets apart, one run id); never a cell's attempt, so never selected nor counted among its runs
+                   ablation_of=ablated_run(run),
                    # its first window's training perplexity: near the uniform guess over the output symbols
                    start_perplexity=perplexities[0] if perplexities else math.nan,
                    # the first batch whose window fell to half the first's: it left its starting plateau there
@@ -157,6 +160,54 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
             row["test_coarse_by_length"] = length_ends(RunDir(status.run_dir).read_accuracy_by_length("test"))
         rows.append(row)
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def ablated_run(run) -> str:
+    """The run id a read ablation ablates (its config with ``read_zeroed`` off), or '' for any other run."""
+    if not run.model.probes.read_zeroed:
+        return ""
+    heard = dataclasses.replace(run.model.probes, read_zeroed=False)
+    return dataclasses.replace(run, model=dataclasses.replace(run.model, probes=heard)).run_id()
+
+
+def is_ablation(runs: pd.DataFrame) -> pd.Series:
+    """Per run (all_runs' rows), whether it is a read ablation (:func:`ablated_run`): its ``ablation_of`` is a run id
+    (a table read back from CSV has NaN where it is empty)."""
+    if "ablation_of" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs.ablation_of.notna() & (runs.ablation_of.astype(str) != "")
+
+
+def attempts(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that are attempts at their cell: all but read ablations."""
+    return runs[~is_ablation(runs)]
+
+
+# The windows a read ablation and the run it ablates are compared over: the pruning rule's (stopping.PRUNE_WINDOWS).
+ABLATION_WINDOWS = 10
+
+
+def ablation_standing(heard: list[tuple[int, float]], zeroed: list[tuple[int, float]], step: int
+                      ) -> tuple[bool, float, float, float] | None:
+    """Whether a read ablation's training-perplexity curve ``zeroed`` matches that of the run it ablates, ``heard``
+    (each a (batch, perplexity) log), at ``step``, the ablation's end. Each curve's level is the mean of its last
+    :data:`ABLATION_WINDOWS` windows up to ``step`` and its noise their standard deviation; the curves match when
+    the levels differ by no more than the two noises together: no difference the runs' own noise could not make, so
+    the memory's reads changed nothing measurable. Returns (match, level heard, level zeroed, the two noises), or
+    None when either curve has fewer than 2 windows by ``step`` (NaN windows left out)."""
+
+    def level(log):
+        values = [p for b, p in log if b <= step and not math.isnan(p)][-ABLATION_WINDOWS:]
+        if len(values) < 2:
+            return None
+        mean = sum(values) / len(values)
+        return mean, math.sqrt(sum((p - mean) ** 2 for p in values) / (len(values) - 1))
+
+    a, b = level(heard), level(zeroed)
+    if a is None or b is None:
+        return None
+    noise = a[1] + b[1]
+    return abs(a[0] - b[0]) <= noise, a[0], b[0], noise
 
 
 def start_of(model) -> str:
@@ -185,6 +236,7 @@ def start_of(model) -> str:
 def select_models(runs: pd.DataFrame, cell: tuple[str, ...] = ("task", "model")) -> pd.DataFrame:
     """§5: per cell (by default (task, model); the baselines' report tells the Transformer's positional encodings
     apart), the done run with the lowest average training perplexity (NaN never selected)."""
+    runs = attempts(runs)
     if runs.empty:
         return runs
     done = runs[runs.state.isin(DONE)] if "state" in runs else runs
@@ -387,6 +439,7 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
     ``continuations`` (run id -> :func:`continuation`): runs of the profile trained further outside it. A selected
     run that is budget-limited and has a continuation that went further is judged at the continuation's end."""
     paper = published_table3().set_index(["task", "model"])
+    runs = attempts(runs)
     selected = select_models(runs)
     chosen = selected.set_index(["task", "model"]) if not selected.empty else None
     cells = {(run.task, run.model.name) for run in sweep.runs()}
