@@ -650,9 +650,10 @@ def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
 
 def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexities | None]) -> list[str]:
     """Where each selected run of the ITG tasks stands against the two content-blind references drawn on the
-    convergence figures (issue 78: a disagreement argued from evidence): below the skeleton line a run carries
-    content words from source to target; between the lines it uses the source's structure only; above the upper
-    line it reads less of the source than no model at all needs to. Empty without a reference."""
+    convergence figures (issue 78: a disagreement argued from evidence): below the skeleton line (by more than twice
+    its standard error) a run carries content words from source to target; between the lines it shows no more than
+    the source's structure gives; at or above the upper line, no more than the target alone gives. Empty without a
+    reference."""
     shown = {task: ref for task, ref in references.items() if ref is not None}
     if not shown:
         return []
@@ -663,8 +664,8 @@ def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexi
         if perplexity < ref.skeleton * (1 - 2 * ref.skeleton_error):
             return "below the skeleton line: carries content words"
         if perplexity < ref.source_unread * (1 - 2 * ref.source_unread_error):
-            return "between the lines: the source's structure, no content word"
-        return "at or above the upper line: no more than the target grammar alone"
+            return "between the lines: no more than the source's structure gives"
+        return "at or above the upper line: no more than the target alone gives"
 
     lines = ["## What a model that carries no content word reaches", "",
              "Two reference perplexities per ITG task, per target token (`</s>` included) on the training "
