@@ -370,6 +370,8 @@ def test_evidence_says_what_the_papers_itg_numbers_would_require_with_the_tables
     assert f"score {paper_itg.min():.2f}–{paper_itg.max():.2f} test coarse on these tasks" in text
     assert "yet 0.00–0.01 on copying" in text  # the paper's copy LSTMs at test lengths (Table 3)
     assert itg_requirement_lines(table[table.task != "copy"], {}) == []  # no copy row: nothing to argue from
+    untrained = table.assign(test_coarse=float("nan"))  # a profile with no ITG LSTM run done (gpu-lstm's today)
+    assert itg_requirement_lines(untrained, {}) == []
 
 
 # -- the read ablation (issue 78): never a cell's attempt; its curve against the run it ablates ------------------

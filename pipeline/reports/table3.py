@@ -632,11 +632,11 @@ def itg_requirement_lines(table: pd.DataFrame, titles: dict[str, str]) -> list[s
     numbers read off this table): a 65–128-word ITG target keeps the source's word order (gender word for word,
     SVO→SOV but for the main verb), so an LSTM, or a Stack-LSTM whose stack hands rows back last in first out, that
     scores on it at test lengths copies 65–128 words in order, which the same paper's LSTMs fail on the copy task.
-    Empty when the table holds neither the copy nor an ITG row."""
+    Empty when the table holds no copy row, or no ITG LSTM row with a number of ours (a profile that trained none)."""
     lstm = table[table.model.isin(LSTM_ROWS)]
     copy, itg = lstm[lstm.task == "copy"], lstm[lstm.task.isin(ITG_TASKS)]
     stack = table[(table.model == "stack") & table.task.isin(ITG_TASKS)]
-    if copy.empty or itg.empty:
+    if copy.empty or itg.empty or not itg.test_coarse.notna().any():
         return []
     import textwrap
 
