@@ -133,7 +133,15 @@ def test_a_bad_halving_is_refused_with_its_path(tmp_path, halving, message):
 def test_a_decided_rung_promotes_its_winner_while_other_runs_still_train(tmp_path, monkeypatch):
     # A run of another block holds one worker until the bracket's winner has finished its last rung (its worker
     # process waits for that, up to a minute, then trains): a sweep that waited for the whole round before it asked
-    # halving again (as it once did) would run the winner only after that run, a minute later.
+    # halving again (as it once did) would run the winner only after that run, a minute later. Only the held run
+    # needs a process of its own; the bracket's jobs run in this process (tests/in_process.py) while it waits.
+    import subprocess
+    import types
+
+    from in_process import InProcessWorker
+
+    from pipeline.sweep import local
+
     data = {"name": "halving", "workers": 2,
             "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": 40},
                          "tracking": {"wandb": "off"}},
@@ -153,6 +161,16 @@ exec {sys.executable} "$@"
 """)
     worker.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(worker))
+
+    def popen(args, *rest, **kwargs):  # the held run in a real worker, the bracket's in this process
+        held = any("copy-lstm1" in str(arg) for arg in args)
+        return subprocess.Popen(args, *rest, **kwargs) if held else InProcessWorker(args, *rest, **kwargs)
+
+    real_wait = local.wait_for_a_child
+    monkeypatch.setattr(local, "subprocess", types.SimpleNamespace(Popen=popen, STDOUT=subprocess.STDOUT,
+                                                                   TimeoutExpired=subprocess.TimeoutExpired))
+    monkeypatch.setattr(local, "wait_for_a_child", lambda children, timeout: None if any(
+        isinstance(c, InProcessWorker) for c in children) else real_wait(children, timeout))
     said = []
     statuses = run_local(load_sweep(path), runs, echo=said.append)
     held = next(s for s in statuses if s.config.task == "copy")
