@@ -158,7 +158,7 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
 
     return _panels(part, out, curves, panels, "batches (log scale)", f"{TASK_TITLES[task]}: convergence",
                    caption=f"Accuracy evaluated on {sizes} every evaluation." if sizes else "",
-                   decorate=decorate, faint=others, dotted=ablations, markersize=4)
+                   decorate=decorate, faint=others, ablations=ablations, markersize=4)
 
 
 # Pairs the reference perplexities are estimated on: about 4 s a task, under 1% standard error.
@@ -316,11 +316,11 @@ def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> b
 
 
 def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: str, caption="", decorate=None,
-            faint: pd.DataFrame | None = None, dotted: pd.DataFrame | None = None, **style) -> bool:
+            faint: pd.DataFrame | None = None, ablations: pd.DataFrame | None = None, **style) -> bool:
     """Panels side by side, one line per selected run (``curves(run)`` gives its (x, y, band or None) per panel),
     one colour, dash and marker per architecture throughout the report; ``panels``: (title, y label, y limits or
     "log") each. Lines are drawn as they are (equal values overlap; the dashes and markers keep them apart);
-    ``faint`` runs thin and unlabelled, ``dotted`` ones (read ablations) in sparse dots with hollow markers,
+    ``faint`` runs thin and unlabelled, ``ablations`` (read ablations) in sparse dots with hollow markers,
     labelled. False (and no file) when there is nothing to draw."""
     if part.empty:
         return False
@@ -329,7 +329,7 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     for r in (faint.itertuples() if faint is not None else ()):  # the other runs: thin, no marker, no label
         for ax, (x, y, _) in zip(axes, curves(r)):
             ax.plot(x, y, color=model_style(r.model)["color"], lw=0.8, alpha=0.3, zorder=1)
-    for r in (dotted.itertuples() if dotted is not None else ()):  # read ablations: sparse dots, hollow markers
+    for r in (ablations.itertuples() if ablations is not None else ()):  # sparse dots, hollow markers
         look = model_style(r.model)
         for ax, (x, y, _) in zip(axes, curves(r)):
             ax.plot(x, y, color=look["color"], ls=(0, (1, 3)), lw=1.6, marker=look["marker"], markerfacecolor="white",
@@ -360,7 +360,7 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     text = caption() if callable(caption) else caption
     if faint is not None and not faint.empty:
         text += " Faint lines: the cell's other runs (seeds, rates, starts)."
-    if dotted is not None and not dotted.empty:
+    if ablations is not None and not ablations.empty:
         text += " Hollow markers on sparse dots: read ablations (every memory read zeroed)."
     if text:
         fig.text(0.5, 0.01, text.strip(), ha="center", fontsize=8.5, color="#444444")
@@ -705,10 +705,10 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
              "each ablation in sparse dots with hollow markers.", "",
              "| task | model | run ablated | batch | perplexity: heard / zeroed | noise | the memory |",
              "|---|---|---|---|---|---|---|"]
-    by_id = runs.set_index("run_id")
+    in_profile = set(runs.run_id)
     for r in ablations.itertuples():
         name = f"| {TASK_TITLES.get(r.task, r.task)} | {DISPLAY_NAMES.get(r.model, r.model)} |"
-        if r.ablation_of not in by_id.index:
+        if r.ablation_of not in in_profile:
             lines.append(f"{name} `{r.ablation_of}` | {int(r.batches):,} | — | — | the run it ablates is not in "
                          "the profile |")
             continue
