@@ -371,22 +371,16 @@ class Grammar:
         n = len(words)
         if n == 0:
             return 0.0
+        # what derives one word: each terminal class (any of its words, 1/size each) and each literal (itself)
+        emitters = {name: (set(c.target), 1.0 / len(c.target)) for name, c in self.classes.items()}
+        emitters.update({item: ({item}, 1.0) for rules in self.rules.values() for rule in rules
+                         for item in rule.target if isinstance(item, str)})
         tables: dict[str, np.ndarray] = {}
-        for name, terminal_class in self.classes.items():
-            table = np.zeros((n + 1, n + 1))
-            members = set(terminal_class.target)
+        for name, (members, p) in emitters.items():
+            tables[name] = np.zeros((n + 1, n + 1))
             for i, word in enumerate(words):
                 if word in members:
-                    table[i, i + 1] = 1.0 / len(terminal_class.target)
-            tables[name] = table
-        literals = {item for rules in self.rules.values() for rule in rules for item in rule.target
-                    if isinstance(item, str)}
-        for word in literals:
-            table = np.zeros((n + 1, n + 1))
-            for i, w in enumerate(words):
-                if w == word:
-                    table[i, i + 1] = 1.0
-            tables[word] = table
+                    tables[name][i, i + 1] = p
         for name in self.rules:
             tables[name] = np.zeros((n + 1, n + 1))
 
@@ -401,14 +395,13 @@ class Grammar:
             if d >= 2:
                 # split points m = i + t, t = 1 .. d-1: left part i..m, right part m..i+d, both shorter than d
                 m = starts[:, None] + np.arange(1, d)[None, :]
+                ends = (starts + d)[:, None]
                 for lhs, rules in self.rules.items():
                     for r, rule in enumerate(rules):
                         left = table_of(rule.target[0])
                         for t, item in enumerate(rule.target[1:]):
-                            right = table_of(item)
                             out = prefixes[lhs, r][t]
-                            ends = (starts + d)[:, None]
-                            out[starts, starts + d] = (left[starts[:, None], m] * right[m, ends]).sum(1)
+                            out[starts, starts + d] = (left[starts[:, None], m] * table_of(item)[m, ends]).sum(1)
                             left = out
             for lhs in order:
                 total = np.zeros(len(starts))

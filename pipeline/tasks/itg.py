@@ -87,8 +87,8 @@ class GrammarTask(Task):
         ("uniform"), or P_grammar(L) / P_grammar(window) ("grammar")."""
         grammar = self.grammar
         low, high = self.window(split)
-        length_probability = grammar.length_sampler(high).length_probabilities()
-        possible = grammar.length_sampler(high).possible_lengths(low, high)
+        lengths = grammar.length_sampler(high)
+        length_probability, possible = lengths.length_probabilities(), lengths.possible_lengths(low, high)
         window_probability = float(length_probability[possible].sum())
         class_size = {word: len(c.target) for c in grammar.classes.values() for word in c.target}
         pairs = self.sample_window(np.random.default_rng(seed), (low, high), check_count(samples))
