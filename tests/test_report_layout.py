@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -79,7 +80,7 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     copy_stack = next(line for line in table3.splitlines() if line.startswith("|  | Stack-LSTM |"))  # copy's
     assert copy_stack.split(" | ")[2] == "h8"  # the selected run's size
     # the search each memory cell got, read off its runs (the 1-layer LSTM is not a memory: not listed)
-    assert "| Sequence copying | Stack-LSTM | h8 | 0.01 | push +1 pop -1 | 0 | 1 | none |" in readme.splitlines()
+    assert "| Sequence copying | Stack-LSTM | h8 | 0.01 | push +1 pop -1 | 0 | 1 / 1 | none |" in readme.splitlines()
     assert "| Sequence copying | 1-layer LSTM | h8 |" not in readme.split("## The search each memory cell got")[1]
     # how the selected memory run used its memory, at the checkpoint it reports
     used = readme.split("## How the memories were used")[1].split("\n## ")[0]
@@ -193,3 +194,24 @@ def test_each_itg_run_is_placed_against_the_content_blind_references_with_their_
     assert rows["2-layer LSTM"].startswith("at or above the upper line")
     assert "| SVO to SOV | 10.00 (± 1.0%) | 20.00 (± 1.0%) | 500 (0) |" in lines
     assert reference_lines(table, {"svo_sov": None}) == []
+
+
+def test_the_search_table_lists_what_was_trained_and_counts_the_grids_runs_not_yet_begun(tmp_path):
+    from pipeline.reports.build import search_lines
+
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "search", "defaults": {"training": {"max_batches": 1000}, "tracking": {"wandb": "off"}},
+        "grid": [{"tasks": ["copy"], "models": ["stack"], "hidden": [8], "lr": [1e-2, 1e-3], "seeds": [0, 1],
+                  "halving": {"at": [200], "keep": [1], "seeds_together": True}},
+                 {"tasks": ["copy"], "models": ["queue"], "hidden": [8], "lr": [1e-3]}]}))
+    sweep = load_sweep(path)
+    rows = [dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
+                 seed=run.training.seed, start="", run_id=run.run_id(), ablation_of=None,
+                 # the Stack's lr 1e-2, seed 0 has trained; every other run of the grid waits
+                 batches=20 if (run.model.name, run.training.lr, run.training.seed) == ("stack", 1e-2, 0) else 0)
+            for run in sweep.runs()]
+    lines = search_lines(pd.DataFrame(rows), sweep)
+    assert ("| Sequence copying | Stack-LSTM | h8 | 0.01 | init | 0 | 1 / 4 | at 200, keeping 1, seeds together |"
+            in lines)
+    assert "| Sequence copying | Queue-LSTM | h8 | — | — | — | 0 / 1 | none |" in lines

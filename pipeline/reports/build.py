@@ -585,8 +585,9 @@ MEMORY_MODELS = ("stack", "queue", "deque")
 
 def search_lines(runs: pd.DataFrame, sweep: SweepConfig) -> list[str]:
     """What each memory cell was searched over, read off the grid's runs (all_runs): per task, memory and hidden size,
-    the learning rates, starts and seeds tried, how many runs that is, and the successive halving that spent them
-    (issue 78: every memory is searched alike where it has not learned). Empty when the grid has no memory model."""
+    the learning rates, starts and seeds of the runs that trained at least one batch, how many did of how many the
+    grid holds, and the successive halving that spends them (issue 78: every memory is searched alike where it has not
+    learned). Empty when the grid has no memory model."""
     halving = {}
     for index, _, run in sweep.runs_by_block():
         block = sweep.grid[index].halving
@@ -600,21 +601,23 @@ def search_lines(runs: pd.DataFrame, sweep: SweepConfig) -> list[str]:
         return []
     lines = ["## The search each memory cell got", "",
              "Per task, memory and size: the learning rates, starts (initial push and pop biases, as Table 3 names "
-             "them) and seeds its runs tried, and the successive halving that spent them, if any. A start or rate "
-             "listed was tried on at least one seed.", "",
-             "| task | model | size | learning rates | starts | seeds | runs | successive halving |",
+             "them) and seeds its runs tried, and the successive halving that spends them, if any. A start or rate "
+             "listed was trained on at least one seed; a run the grid holds that has not trained a batch yet counts "
+             "in the grid, not as tried.", "",
+             "| task | model | size | learning rates | starts | seeds | runs trained / in grid | successive halving |",
              "|---|---|---|---|---|---|---|---|"]
     for task in TASK_NAMES:
         for model in MEMORY_MODELS:
             cell = memory[(memory.task == task) & (memory.model == model)]
             for hidden in sorted(cell.hidden.unique()):
                 part = cell[cell.hidden == hidden]
-                rates = ", ".join(f"{lr:g}" for lr in sorted(part.lr.unique(), reverse=True))
-                starts = "; ".join(sorted(str(start) or "init" for start in part.start.fillna("").unique()))
-                seeds = ", ".join(str(int(seed)) for seed in sorted(part.seed.unique()))
+                tried = part[part.batches.fillna(0) > 0]
+                rates = ", ".join(f"{lr:g}" for lr in sorted(tried.lr.unique(), reverse=True)) or "—"
+                starts = "; ".join(sorted(str(start) or "init" for start in tried.start.fillna("").unique())) or "—"
+                seeds = ", ".join(str(int(seed)) for seed in sorted(tried.seed.unique())) or "—"
                 rungs = sorted({halving[run_id] for run_id in part.run_id if run_id in halving})
                 lines.append(f"| {TASK_TITLES[task]} | {DISPLAY_NAMES[model]} | h{int(hidden)} | {rates} | {starts} | "
-                             f"{seeds} | {len(part)} | {'; '.join(rungs) or 'none'} |")
+                             f"{seeds} | {len(tried)} / {len(part)} | {'; '.join(rungs) or 'none'} |")
     return lines + [""]
 
 
