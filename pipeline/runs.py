@@ -225,12 +225,13 @@ def archive_runs(profile: str | Path, dest: Path, runs_root: Path | None = None,
 def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | None = None) -> tuple[list[str],
                                                                                                       list[str]]:
     """Copy every interrupted run of ``profile`` (it trained, stopped short of its budget, and no process holds it)
-    that has a checkpoint to resume from, however short its stint, to ``dest/<run id>/`` with its checkpoints, so
-    that it resumes elsewhere; likewise every run that successive halving may still extend (:func:`awaits_its_rung`:
-    finished at a rung its bracket has not decided, or past a rung it won, short of its cap), which would otherwise
-    be trained again from batch 0 to go on; and drop the copy of a run that is done since (it is in the finished
-    archive now). A running run is left for its next archive: stop the sweep first (its runs checkpoint as they
-    stop). Returns (ids kept, ids dropped)."""
+    that has a checkpoint to resume from to ``dest/<run id>/`` with its checkpoints, so that it resumes elsewhere;
+    likewise every run that successive halving may still extend (:func:`awaits_its_rung`: finished at a rung its
+    bracket has not decided, or past a rung it won, short of its cap), which would otherwise be trained again from
+    batch 0 to go on; both as :func:`worth_its_checkpoints` says (a stint cut short however short it was; a run that
+    stands at a rung, waiting or promoted, from :data:`KEEP_WAITING_FROM` batches on); and drop the copy of a run that
+    is done since (it is in the finished archive now). A running run is left for its next archive: stop the sweep
+    first (its runs checkpoint as they stop). Returns (ids kept, ids dropped)."""
     from pipeline.sweep import load_sweep, sweep_root
 
     sweep = load_sweep(profile)
@@ -242,8 +243,8 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
         run_dir, copy = root / run.run_id(), dest / run.run_id()
         state = run_state(run_dir, run)
         folder = RunDir(run_dir)
-        if folder.last_checkpoint.is_file() and (
-                state == "interrupted" or awaits_its_rung(run_dir, state, halved, caps[run.run_id()])):
+        resumable = state == "interrupted" or awaits_its_rung(run_dir, state, halved, caps[run.run_id()])
+        if folder.last_checkpoint.is_file() and resumable and worth_its_checkpoints(run_dir):
             _copy_run(run_dir, dest, RESUME_FILES)
             kept.append(run_dir.name)
         elif state in DONE and copy.exists():
@@ -252,21 +253,37 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
     return kept, dropped
 
 
-# A run waiting at a halving rung is archived with its checkpoints (megabytes each, committed) only from this many
-# batches on: below it, training it again from batch 0 should it win its rung costs minutes, and a search's first
-# rung has many waiting runs (issue 78's brackets: 20 at 2,000 batches, 8.4 MB each for a Stack at hidden 256).
+# A run that stands at a halving rung (finished there and waiting for its bracket, or promoted past it and not
+# extended yet) is archived with its checkpoints (megabytes each, committed) only from this many batches on: below
+# it, training it again from batch 0 to go on costs minutes, and a search's first rung has many such runs (issue 78's
+# brackets: 20 at 2,000 batches, 8.4 MB each for a Stack at hidden 256). A run stopped between two of its own results
+# keeps them however short its stint: that is the work a stopped machine would otherwise lose.
 KEEP_WAITING_FROM = 5000
 
 
 def awaits_its_rung(run_dir: Path, state: str, halved: bool, cap: int) -> bool:
-    """Whether a run that is done for now may still be extended by successive halving, and has trained long enough
-    (:data:`KEEP_WAITING_FROM`) that its checkpoints are worth keeping: finished by its budget (not stopped early)
-    at a rung short of its block's cap, and not cut there. Its checkpoints are what it goes on from."""
+    """Whether a run that is done for now may still be extended by successive halving: finished by its budget (not
+    stopped early) at a rung short of its block's cap, and not cut there. Its checkpoints are what it goes on from."""
     if state != "finished" or halved:
         return False
     results = RunDir(run_dir).read_results()
-    return (results is not None and stop_reason(results) == "budget"
-            and KEEP_WAITING_FROM <= results["batches"] < cap)
+    return results is not None and stop_reason(results) == "budget" and results["batches"] < cap
+
+
+def worth_its_checkpoints(run_dir: Path) -> bool:
+    """Whether a resumable run's checkpoints go to the unfinished archive: it trained past the last results it wrote
+    (its stint was cut short), or it stands at them (a rung it waits at, or won and has not gone on from) with at
+    least :data:`KEEP_WAITING_FROM` batches. One rule for a waiting run and a promoted one, whose checkpoints are the
+    same: the last step of a rung."""
+    folder = RunDir(run_dir)
+    results = folder.read_results()
+    if results is None and (earlier := folder.latest_earlier_results_file()) is not None:
+        results = json.loads(earlier.read_text())
+    if results is None:
+        return True
+    rows = folder.read_metrics()
+    trained = int(rows[-1]["step"]) if rows else 0
+    return trained > results["batches"] or results["batches"] >= KEEP_WAITING_FROM
 
 
 def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None, unfinished: bool = False

@@ -194,13 +194,15 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
-def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path):
+def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if_never_stopped(tmp_path,
+                                                                                              monkeypatch):
     """A run longer than one machine's stint (issue 34's 200,000-batch LSTMs): archived while unfinished it keeps its
     checkpoints, in unfinished_runs/ beside finished_runs/; restored on a machine that never held it, the sweep
     resumes it, and it ends exactly as a twin trained without a break. Once finished, its unfinished copy (and the
     checkpoints) leave the archive."""
     from typer.testing import CliRunner
 
+    import pipeline.runs
     from pipeline.cli import app
 
     short, long = profile(tmp_path, name="stint", models=("lstm1",), max_batches=10), tmp_path / "long" / "stint.yaml"
@@ -220,6 +222,8 @@ def test_an_unfinished_run_archived_with_its_checkpoints_resumes_elsewhere_as_if
         assert result.exit_code == 0, result.output
         return result.output
 
+    # (its stint ended at its first budget's results, as a rung does: kept from so few batches on only by a threshold)
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 10)
     assert "kept 1 unfinished run(s)" in archive_cli() and "archived 0 finished" in archive_cli()
     kept = tmp_path / "archive" / "unfinished_runs" / run.run_id()
     assert sorted(p.name for p in kept.rglob("*.ckpt")) == ["best.ckpt", "last.ckpt"] and not archive.exists()
@@ -252,10 +256,14 @@ def rung_profiles(tmp_path, population=None):
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
-def test_a_short_stints_unfinished_run_keeps_its_checkpoints_and_a_later_machine_continues_it(tmp_path):
-    """However short the stint (here seconds), an unfinished run is archived with its checkpoints: restored on a
-    fresh machine (the unfinished archive first, then the finished one, as the docs say), the sweep resumes it from
-    batch 10 rather than training it again from batch 0, and it ends with its twin's log, byte for byte."""
+def test_a_short_stints_unfinished_run_keeps_its_checkpoints_and_a_later_machine_continues_it(tmp_path,
+                                                                                            monkeypatch):
+    """However short the stint (here seconds), a run cut short before its results is archived with its checkpoints:
+    restored on a fresh machine (the unfinished archive first, then the finished one, as the docs say), the sweep
+    resumes it from batch 10 rather than training it again from batch 0, and it ends with its twin's log, byte for
+    byte. A run that stands at its results (a rung it won and has not gone on from, its budget raised) is a waiting
+    run's twin, and keeps them only from KEEP_WAITING_FROM batches on, as that one does."""
+    import pipeline.runs
     from pipeline.runs import archive_runs, archive_unfinished_runs, restore_runs
 
     short, long = rung_profiles(tmp_path)
@@ -263,7 +271,15 @@ def test_a_short_stints_unfinished_run_keeps_its_checkpoints_and_a_later_machine
     run_local(load_sweep(short), runs, echo=lambda _: None)
     (run,) = load_sweep(long).runs()
     assert archive_runs(short, finished, runs)  # finished at its rung of 10
-    assert archive_unfinished_runs(long, tmp_path / "unfinished_runs", runs) == ([run.run_id()], [])
+    unfinished = tmp_path / "unfinished_runs"
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 11)  # promoted at a rung of 10: too short to keep
+    assert archive_unfinished_runs(long, unfinished, runs) == ([], []) and not unfinished.exists()
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 10)
+    assert archive_unfinished_runs(long, unfinished, runs) == ([run.run_id()], [])
+    shutil.rmtree(unfinished)
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 11)
+    RunDir(runs / run.run_id()).results_file.unlink()  # stopped after its last checkpoint, before its results
+    assert archive_unfinished_runs(long, unfinished, runs) == ([run.run_id()], [])
     assert (tmp_path / "unfinished_runs" / run.run_id() / "checkpoints" / "last.ckpt").is_file()
     assert restore_runs(long, tmp_path / "unfinished_runs", fresh, unfinished=True) == [run.run_id()]
     restore_runs(long, finished, fresh)
