@@ -2,6 +2,7 @@
 says what is unfinished; a run that lost its checkpoint refuses to start over silently; files honour the umask;
 any budget ends evaluated; a finished run can be extended; same seed, same metrics file."""
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -19,7 +20,7 @@ from pipeline.config import ConfigError, RunConfig, SweepConfig, load_yaml, to_d
 from pipeline.files import atomic_write_text, save_figure
 from pipeline.runlock import claim_owner, run_lock
 from pipeline.sweep import load_sweep, summary, sweep_status
-from pipeline.sweep.status import RunStatus, estimate_seconds_left
+from pipeline.sweep.status import RunStatus, estimate_seconds_left, rate_key
 from pipeline.training.run import train
 from pipeline.training.tracking import wandb_run_id
 
@@ -252,8 +253,14 @@ def test_progress_counts_this_sweeps_own_workers_and_estimates_from_measured_run
     config = tiny(max_batches=100)
     statuses = [RunStatus(config, tmp_path / "a", "running", 0, 0.0),
                 RunStatus(config, tmp_path / "b", "pending", 0, 0.0)]
-    assert summary(statuses, 2, {"stack": [0.5]}).startswith("0 finished, 1 running, 0 failed, 1 to go")
-    assert estimate_seconds_left(statuses, 2, {"stack": [0.5]}) == pytest.approx(200 * 0.5 / 2)
+    measured = {rate_key(config): [0.5]}
+    assert summary(statuses, 2, measured).startswith("0 finished, 1 running, 0 failed, 1 to go")
+    assert estimate_seconds_left(statuses, 2, measured) == pytest.approx(200 * 0.5 / 2)
+    # a rate is the model's at its size: another size of the same model is priced apart
+    wider = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=config.model.hidden * 2))
+    statuses.append(RunStatus(wider, tmp_path / "c", "pending", 0, 0.0))
+    assert estimate_seconds_left(statuses, 2, {**measured, rate_key(wider): [2.0]}) == pytest.approx(
+        (200 * 0.5 + 100 * 2.0) / 2)
     data = {"name": "x", "defaults": {"model": {"memory_width": 4, "embedding": 4}},
             "grid": [{"tasks": ["reversal"], "models": ["stack"], "hidden": [8]}]}
     path = tmp_path / "x.yaml"

@@ -51,6 +51,22 @@ def test_the_reports_stopping_table_names_a_blocks_halving(tmp_path):
     assert table[2].endswith("| at 10, 20, keeping 2, 1 | 3 |"), table
 
 
+def test_the_time_left_counts_the_later_rungs_a_bracket_may_still_train(tmp_path):
+    """Before a bracket's first rung is decided its runs train to the rung; the estimate of the time left adds what
+    its later rungs may still ask (2 rates of 4 from 10 to 20 batches, then 1 to the cap of 40, each with its 2 seeds:
+    (2 x 10 + 1 x 20) x 2 = 80 batches), spread over the runs training to the rung; without them it said 'at most'
+    of a quarter of the bracket's work (issue 78's brackets: 9 of ~60 hours)."""
+    from pipeline.sweep.status import estimate_seconds_left, rate_key
+
+    path = halving_profile(tmp_path, {"at": [10, 20], "keep": [2, 1], "seeds_together": True},
+                           lrs=(3e-2, 1e-2, 1e-3, 1e-4), seeds=(0, 1))
+    statuses = sweep_status(load_sweep(path), tmp_path / "runs")
+    assert [s.batches_left for s in statuses] == [10] * 8
+    assert sum(s.batches_later for s in statuses) == pytest.approx(80)
+    rates = {rate_key(statuses[0].config): [0.5]}
+    assert estimate_seconds_left(statuses, 2, rates) == pytest.approx((8 * 10 + 80) * 0.5 / 2)
+
+
 @pytest.fixture(scope="module")
 def bracket(tmp_path_factory, cache_dir):
     """A bracket of three rates (40 batches, a rung at 20 keeping 1) run by the pool to its end, once per module and

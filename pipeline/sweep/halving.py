@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config import RunConfig, SweepConfig
+from pipeline.config import Halving, RunConfig, SweepConfig
 from pipeline.rundir import DamagedRun, RunDir, stop_reason
 from pipeline.training.results import TRAIN_PERPLEXITY
 
@@ -35,6 +35,10 @@ RANK_WINDOWS = 10
 class Budget:
     batches: int  # what the run is to train now
     halved: bool  # stopped by halving at a rung (its bracket went on without it)
+    # Its share of the most batches its bracket's later rungs may still train beyond the rung it trains to now (each
+    # later rung's kept settings x their seeds x the span to the next rung or the cap, spread evenly over the runs that
+    # train to this rung): what an estimate of the time left adds, an upper bound (early stops, runs already past).
+    later: float = 0.0
 
 
 def brackets(sweep: SweepConfig) -> list[tuple[object, list[RunConfig]]]:
@@ -107,10 +111,11 @@ def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
     plan: dict[str, Budget] = {}
     for halving, runs in brackets(sweep):
         alive = settings(runs)
-        for rung, keep in zip(halving.at, halving.keep):
+        for index, (rung, keep) in enumerate(zip(halving.at, halving.keep)):
             standings = {run.run_id(): standing_at(root / run.run_id(), rung) for group in alive for run in group}
             if any(value is None for value in standings.values()):  # the rung is not decided yet: all train to it
-                plan.update({run.run_id(): Budget(rung, False) for group in alive for run in group})
+                share = later_batches(halving, index, len(alive[0]), runs[0].training.max_batches) / len(standings)
+                plan.update({run.run_id(): Budget(rung, False, share) for group in alive for run in group})
                 break
             for run_id, standing in standings.items():  # decided: recorded where each run's folder is, and read
                 if (root / run_id).is_dir():             # from there from now on
@@ -122,3 +127,11 @@ def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
         else:
             plan.update({run.run_id(): Budget(run.training.max_batches, False) for group in alive for run in group})
     return plan
+
+
+def later_batches(halving: Halving, undecided: int, seeds: int, cap: int) -> int:
+    """The most batches a bracket trains after its rung ``undecided`` (an index into ``halving.at``) is decided: from
+    each rung on, its kept settings (``seeds`` runs each) to the next rung, the last rung's to ``cap``."""
+    ends = [*halving.at[undecided + 1:], cap]
+    return sum(keep * seeds * (end - start)
+               for start, end, keep in zip(halving.at[undecided:], ends, halving.keep[undecided:]))

@@ -18,7 +18,7 @@ from pipeline.provenance import WORKERS_ENV, visible_gpus
 from pipeline.rundir import DONE, RunDir
 from pipeline.sweep.grid import default_workers, pack, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
-from pipeline.sweep.status import RunStatus, planned_runs, run_status, summary, sweep_root, sweep_status
+from pipeline.sweep.status import RunStatus, planned_runs, rate_key, run_status, summary, sweep_root, sweep_status
 from pipeline.sweep.worker import UNRECORDED_EXIT
 
 
@@ -65,7 +65,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     gpu_of: dict[subprocess.Popen, str | None] = {}  # each worker sees one GPU (as cuda:0), the least busy
     if gpus:
         echo(f"  workers spread over GPU(s) {', '.join(gpus)}: each sees one (CUDA_VISIBLE_DEVICES)")
-    measured: dict[str, list[float]] = {}  # model -> wall seconds per (member-)batch of whole worker processes
+    measured: dict[str, list[float]] = {}  # model and size -> wall seconds per (member-)batch of whole worker processes
     logs = {}
     dies_with_sweep = die_with_parent()  # run in each child between fork and exec
 
@@ -104,7 +104,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 statuses = [run_status(configs[run_dir], run_dir) for run_dir in job]
                 done = sum(status.batches_done for status in statuses)
                 if done > before:
-                    measured.setdefault(statuses[0].config.model.name, []).append(
+                    measured.setdefault(rate_key(statuses[0].config), []).append(
                         (time.monotonic() - started) / (done - before))
                 for status in statuses:
                     if child.returncode == UNRECORDED_EXIT:

@@ -14,8 +14,8 @@ from pipeline.paths import RUNS_DIR
 from pipeline.rundir import DONE, STATES, TO_GO, DamagedRun, RunDir
 from pipeline.runlock import lock_owner
 
-__all__ = ["DONE", "STATES", "RunStatus", "planned_runs", "run_state", "run_status", "summary", "sweep_root",
-           "sweep_status", "unfinished"]
+__all__ = ["DONE", "STATES", "RunStatus", "planned_runs", "rate_key", "run_state", "run_status", "summary",
+           "sweep_root", "sweep_status", "unfinished"]
 
 
 def sweep_root(sweep: SweepConfig, runs_root: Path | None = None) -> Path:
@@ -29,6 +29,7 @@ class RunStatus:
     state: str
     batches_done: int
     seconds: float  # wall seconds of training so far
+    batches_later: float = 0.0  # successive halving's later rungs, its share (halving.Budget.later)
 
     @property
     def batches_left(self) -> int:
@@ -57,12 +58,14 @@ def run_status(config: RunConfig, run_dir: Path, active: bool = False) -> RunSta
     return RunStatus(config, run_dir, state, done, seconds)
 
 
-def planned_runs(sweep: SweepConfig, runs_root: Path | None = None) -> list[tuple[RunConfig, bool]]:
+def planned_runs(sweep: SweepConfig, runs_root: Path | None = None, plan: dict | None = None
+                 ) -> list[tuple[RunConfig, bool]]:
     """Every run of the grid with the budget it is to train now, and whether successive halving stopped it there
-    (:mod:`pipeline.sweep.halving`; a run outside a halving block keeps its config's budget)."""
+    (:mod:`pipeline.sweep.halving`, or its ``plan`` already made; a run outside a halving block keeps its config's
+    budget)."""
     from pipeline.sweep.halving import halving_plan
 
-    plan = halving_plan(sweep, sweep_root(sweep, runs_root))
+    plan = halving_plan(sweep, sweep_root(sweep, runs_root)) if plan is None else plan
     out = []
     for run in sweep.runs():
         budget = plan.get(run.run_id())
@@ -82,11 +85,15 @@ def halved_state(state: str, halved: bool) -> str:
 def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[Path] = frozenset()) -> list[RunStatus]:
     """The status of every run of the grid at the budget it is to train now; a run that successive halving stopped
     at a rung, and that got there, is *pruned*."""
+    from pipeline.sweep.halving import halving_plan
+
     root = sweep_root(sweep, runs_root)
+    plan = halving_plan(sweep, root)
     out = []
-    for run, halved in planned_runs(sweep, runs_root):
+    for run, halved in planned_runs(sweep, runs_root, plan):
         status = run_status(run, root / run.run_id(), active=root / run.run_id() in active)
-        out.append(dataclasses.replace(status, state=halved_state(status.state, halved)))
+        later = plan[run.run_id()].later if run.run_id() in plan else 0.0
+        out.append(dataclasses.replace(status, state=halved_state(status.state, halved), batches_later=later))
     return out
 
 
@@ -104,14 +111,22 @@ def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[fl
     return line
 
 
+def rate_key(config: RunConfig) -> str:
+    """What a measured rate of seconds per batch is kept under: the model and its size (a hidden-512 Stack's batch
+    costs several of a hidden-256 one's)."""
+    return f"{config.model.name} h{config.model.hidden}"
+
+
 def estimate_seconds_left(statuses: list[RunStatus], workers: int,
                           measured: dict[str, list[float]] | None = None) -> float | None:
-    """Batches left × wall seconds per batch / workers, per model. The rate is, in order of preference: measured by
+    """Batches left (with successive halving's later rungs: ``RunStatus.batches_later``) × wall seconds per batch /
+    workers, per model. The rate is, in order of preference: measured by
     this sweep over whole worker processes (start-up, training, evaluation, final evaluation: ``measured``, seconds
-    per batch trained); else over finished runs' training and evaluation; else running runs' training so far."""
-    per_model: dict[str, list[float]] = {model: list(rates) for model, rates in (measured or {}).items() if rates}
+    per batch trained); else over finished runs' training and evaluation; else running runs' training so far. Rates
+    are kept per model and size (:func:`rate_key`); one with none is priced at the mean of all."""
+    per_model: dict[str, list[float]] = {key: list(rates) for key, rates in (measured or {}).items() if rates}
     for s in statuses:
-        if s.config.model.name in (measured or {}):
+        if rate_key(s.config) in (measured or {}):
             continue
         if s.state in DONE:
             r = RunDir(s.run_dir).read_results()
@@ -120,14 +135,14 @@ def estimate_seconds_left(statuses: list[RunStatus], workers: int,
             rate = s.seconds / s.batches_done
         else:
             continue
-        per_model.setdefault(s.config.model.name, []).append(rate)
+        per_model.setdefault(rate_key(s.config), []).append(rate)
     if not per_model:
         return None
     overall = sum(sum(v) for v in per_model.values()) / sum(len(v) for v in per_model.values())
     total = 0.0
     for s in statuses:
-        rates = per_model.get(s.config.model.name)
-        total += s.batches_left * (sum(rates) / len(rates) if rates else overall)
+        rates = per_model.get(rate_key(s.config))
+        total += (s.batches_left + s.batches_later) * (sum(rates) / len(rates) if rates else overall)
     return total / max(1, workers)
 
 
