@@ -118,6 +118,19 @@ def test_transduce_project_prints_the_table_and_refuses_records_that_are_not_a_b
     assert out.exit_code == 0, out.output
     assert "| 2-layer LSTM | 256 | 25 | 25→10→5 | 1,175,000 |" in out.output
     assert "hours** on 2." in out.output
+    # a CPU's records price each run at its own step (the bench's "one after another"), as a CPU sweep trains it
+    cpu = [dict(model="lstm2", population=1, device="cpu", mode="batched", member_batches_per_s=1.0),
+           dict(model="lstm2", population=1, device="cpu", mode="one after another", member_batches_per_s=4.0),
+           dict(model="lstm2", population=8, device="cpu", mode="one after another", member_batches_per_s=4.0)]
+    hours = {}
+    for name, records in (("cpu", cpu), ("batched", cpu[:1])):
+        (tmp_path / f"{name}.json").write_text(json.dumps(records))
+        out = CliRunner().invoke(app, ["project", "configs/gpu-lstm.yaml", "--records", str(tmp_path / f"{name}.json")])
+        assert out.exit_code == 0, out.output
+        row = next(line for line in out.output.splitlines() if line.startswith("| 2-layer LSTM | 256 |"))
+        hours[name] = float(row.split(" | ")[5])
+        assert ("one after another, each run its own step" in out.output) == (name == "cpu")
+    assert hours["cpu"] == pytest.approx(hours["batched"] / 4, rel=0.02)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"model": "lstm2"}))
     out = CliRunner().invoke(app, ["project", "configs/gpu-lstm.yaml", "--records", str(bad)])
