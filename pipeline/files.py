@@ -15,6 +15,7 @@ import io
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -147,9 +148,11 @@ class DuplicateKey(yaml.YAMLError):
     """A YAML mapping that gives one key twice."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last one silently). Merge
-    keys (``<<: *defaults``) work as in YAML: a key given in the mapping itself overrides the merged one."""
+    keys (``<<: *defaults``) work as in YAML: a key given in the mapping itself overrides the merged one. Its parser is
+    libyaml's where PyYAML was built with it (its wheels are): the same documents, ten times faster than the pure-Python
+    one, which every command that scans ``configs/`` for the profile owning a folder pays on each profile."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -166,3 +169,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def parse_yaml(text: str):
     """``text`` as YAML, safely, a key given twice in one mapping refused (``yaml.YAMLError``)."""
     return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
+def profile_files(folder: Path, skip: str | Path | None = None) -> Iterator[tuple[Path, dict]]:
+    """The profiles among ``folder``'s ``*.yaml`` files (a mapping with a ``grid``: not a run config), in name order,
+    each with its parsed mapping; ``skip`` (whatever path names it) left out. A file that does not read or parse is
+    passed over: loading it names its fault. What every command asks that checks which profile owns a folder."""
+    mine = Path(skip).resolve() if skip is not None else None
+    for path in sorted(Path(folder).glob("*.yaml")):
+        if path.resolve() == mine:
+            continue
+        try:
+            data = parse_yaml(path.read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and "grid" in data:
+            yield path, data

@@ -212,11 +212,21 @@ def _label(task_name: str, split: str, reading: str) -> str:
     return f"{task_name}/{split}" + (f" ({reading} lengths)" if has_length_choice(task_name) else "")
 
 
+# The pairs of the data files this process parsed and checked, by their task, split, reading and SHA-256: a population
+# opens the same sets once per member and a test process once per run it trains, and parsing is most of a load. The
+# manifest is checked and the data file read and hashed at every load all the same: an edited file never hits.
+_PARSED: dict[tuple, tuple[list[Pair], tuple[str, ...], tuple[str, ...]]] = {}
+
+
 def _read_verified(task_name: str, split: str, cache_dir: str | Path,
                    length_distribution: str = DEFAULT_LENGTH_DISTRIBUTION) -> EvalSet:
     data_path, manifest_path = set_paths(task_name, split, cache_dir, length_distribution)
     if not manifest_path.exists() and not data_path.exists():
         raise FileNotFoundError(2, "no cached set", str(data_path))
+    return _verify(task_name, split, data_path, manifest_path, length_distribution)
+
+
+def _verify(task_name: str, split: str, data_path: Path, manifest_path: Path, length_distribution: str) -> EvalSet:
     try:
         manifest = json.loads(manifest_path.read_text())
         if not isinstance(manifest, dict):
@@ -235,18 +245,23 @@ def _read_verified(task_name: str, split: str, cache_dir: str | Path,
         data = data_path.read_bytes()
     except OSError as error:
         raise _Unusable(f"data file {data_path} is unreadable ({error})") from None
-    if hashlib.sha256(data).hexdigest() != manifest.get("sha256"):
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != manifest.get("sha256"):
         raise _Unusable(f"corrupt: checksum of {data_path} does not match its manifest (edited or truncated?)")
-    try:
-        content = json.loads(data)
-        pairs = [Pair(tuple(source), tuple(target)) for source, target in content["pairs"]]
-        vocabularies = (tuple(content["source_vocab"]), tuple(content["target_vocab"]))
-    except (ValueError, KeyError, TypeError) as error:
-        raise _Unusable(f"corrupt: {data_path} does not parse ({error})") from None
-    if vocabularies != (task.source_vocab, task.target_vocab):
-        raise _Unusable(f"stale: the vocabularies in {data_path} differ from the task's")
-    low, high = task.window(split)
-    if len(pairs) != EVAL_SET_SIZE or not all(low <= len(p.source) <= high for p in pairs):
-        raise _Unusable(f"corrupt: {data_path} does not hold {EVAL_SET_SIZE} pairs of source length {low}..{high}")
-    return EvalSet(task_name, split, manifest["seed"], pairs, *vocabularies, manifest["generator_version"],
-                   length_distribution)
+    parsed = (task_name, split, length_distribution, digest)
+    if parsed not in _PARSED:
+        try:
+            content = json.loads(data)
+            pairs = [Pair(tuple(source), tuple(target)) for source, target in content["pairs"]]
+            vocabularies = (tuple(content["source_vocab"]), tuple(content["target_vocab"]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise _Unusable(f"corrupt: {data_path} does not parse ({error})") from None
+        if vocabularies != (task.source_vocab, task.target_vocab):
+            raise _Unusable(f"stale: the vocabularies in {data_path} differ from the task's")
+        low, high = task.window(split)
+        if len(pairs) != EVAL_SET_SIZE or not all(low <= len(p.source) <= high for p in pairs):
+            raise _Unusable(f"corrupt: {data_path} does not hold {EVAL_SET_SIZE} pairs of source length {low}..{high}")
+        _PARSED[parsed] = (pairs, *vocabularies)
+    pairs, source_vocab, target_vocab = _PARSED[parsed]
+    return EvalSet(task_name, split, manifest["seed"], list(pairs), source_vocab, target_vocab,  # the caller's list
+                   manifest["generator_version"], length_distribution)

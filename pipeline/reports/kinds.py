@@ -86,21 +86,12 @@ def folder_owner(folder: Path, archive: bool = False) -> str | None:
 
 def profile_owning(folder: Path, config_file: str | Path | None) -> Path | None:
     """The profile in ``configs/`` (another file than ``config_file``) whose reports folder ``folder`` is."""
-    import yaml
-
     from pipeline import paths
-    from pipeline.files import parse_yaml
+    from pipeline.files import profile_files
 
     here = Path(folder).resolve()
-    mine = Path(config_file).resolve() if config_file is not None else None
-    for other in sorted(paths.CONFIG_DIR.glob("*.yaml")):
-        if other.resolve() == mine:
-            continue
-        try:
-            data = parse_yaml(other.read_text())
-        except (OSError, yaml.YAMLError):
-            continue
-        if not isinstance(data, dict) or "grid" not in data or not isinstance(data.get("name"), str):
+    for other, data in profile_files(paths.CONFIG_DIR, skip=config_file):
+        if not isinstance(data.get("name"), str):
             continue
         reports = data.get("reports") or data["name"]
         if isinstance(reports, str) and (paths.REPORTS_DIR / reports).resolve() == here:

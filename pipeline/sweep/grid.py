@@ -22,21 +22,10 @@ def other_profile(sweep: SweepConfig, file: str | Path, *, runs: bool = False, r
     ``runs``, one of the same name (``runs/<name>/``); with ``reports``, one with the same reports folder. None when
     there is none: a profile copied under a new file name that kept ``name: cpu`` would otherwise train into
     ``runs/cpu``, archive into ``reports/cpu/finished_runs`` and overwrite ``reports/cpu``."""
-    import yaml
-
-    from pipeline.files import parse_yaml
+    from pipeline.files import profile_files
     from pipeline.paths import CONFIG_DIR
 
-    here = Path(file).resolve()
-    for other in sorted(CONFIG_DIR.glob("*.yaml")):
-        if other.resolve() == here:
-            continue
-        try:
-            data = parse_yaml(other.read_text())
-        except (OSError, yaml.YAMLError):
-            continue  # not a profile this check can read; loading it names its fault
-        if not isinstance(data, dict) or "grid" not in data:
-            continue  # a run config, not a profile
+    for other, data in profile_files(CONFIG_DIR, skip=file):
         if (runs and data.get("name") == sweep.name) or (
                 reports and (data.get("reports") or data.get("name")) == (sweep.reports or sweep.name)):
             return other
