@@ -591,7 +591,16 @@ class SweepConfig:
         return [(where, run) for _, where, run in self.runs_by_block()]
 
     def runs_by_block(self) -> list[tuple[int, str, RunConfig]]:
-        """(index of its grid block, where, run) for every run of the grid, in grid order."""
+        """(index of its grid block, where, run) for every run of the grid, in grid order. Built once per profile
+        object (every config here is frozen): validation, the sweep's plan, halving and the report each ask for it,
+        and the paper's grid is 800 runs."""
+        built = self.__dict__.get("_runs_by_block")
+        if built is None:
+            built = tuple(self._build_runs())
+            object.__setattr__(self, "_runs_by_block", built)  # a cache, not a field: equality and replace ignore it
+        return list(built)
+
+    def _build_runs(self) -> list[tuple[int, str, RunConfig]]:
         out = []
         for i, block in enumerate(self.grid):
             for task in block.tasks:
