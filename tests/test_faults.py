@@ -174,8 +174,11 @@ def test_a_budget_below_the_evaluation_interval_still_ends_evaluated(tmp_path):
     results = train(tiny(max_batches=7, eval_every=1000, perplexity_every=100), tmp_path / "run", progress=False)
     assert results["batches"] == 7 and results["train_perplexity"] == results["train_perplexity"]  # not NaN
     assert results["selected_step"] == 7 and (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
-    result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "run")])
-    assert result.exit_code == 0 and '"test"' in result.output
+    result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "run"), "--size", "20"])
+    assert result.exit_code == 0 and '"test"' in result.output and '"n": 20' in result.output
+    for bad in ("0", "1001"):  # the cached sets hold 1,000
+        result = CliRunner().invoke(app, ["evaluate", str(tmp_path / "run"), "--size", bad])
+        assert result.exit_code == 2 and f"got {bad}" in result.output, result.output
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])

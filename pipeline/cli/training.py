@@ -25,6 +25,7 @@ from pipeline.cli.app import (
     positive_float,
 )
 from pipeline.config import ConfigError, RunConfig
+from pipeline.data.cache import EVAL_SET_SIZE
 from pipeline.rundir import RunDir
 
 _RUN = RunConfig()
@@ -122,6 +123,9 @@ def evaluate(
     far: bool = typer.Option(False, "--far", help="Instead: score the checkpoint in bands of source length out to "
                                                   "512 and write far_lengths.csv into the run (the report draws it; "
                                                   "--checkpoint last: far_lengths-last.csv)."),
+    size: int = typer.Option(None, "--size", callback=at_least(1, EVAL_SET_SIZE),
+                             help="Score the first N sequences of each set (default: all 1,000; a run's final "
+                                  "evaluation scores its final_eval_size)."),
 ) -> None:
     """Re-evaluate a run's checkpoint on the cached train-, test- and long-length sets."""
     if far:
@@ -129,6 +133,8 @@ def evaluate(
 
         if greedy:
             fail(ConfigError("--far scores teacher-forced, as the final evaluation does; drop --greedy"))
+        if size is not None:
+            fail(ConfigError(f"--size {size}: --far scores its own bands of source length; drop --size"))
         rows = measure_far_lengths(run_dir, checkpoint, accelerator=accelerator.value)
         for row in rows:
             typer.echo(f"{row['low']:>4}-{row['high']:<4} n={row['n']:<4} coarse {row['coarse']:.3f}  "
@@ -137,8 +143,8 @@ def evaluate(
         return
     from pipeline.training.run import evaluate_run
 
-    typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value),
-                          indent=2))
+    typer.echo(json.dumps(evaluate_run(run_dir, checkpoint, greedy=greedy, accelerator=accelerator.value,
+                                       size=size), indent=2))
 
 
 TraceFormat = choices("TraceFormat", "png", "json")

@@ -194,14 +194,16 @@ def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") 
 
 
 def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...] = EVAL_SPLITS, *,
-                 greedy: bool = False, cache_dir: Path | None = None, accelerator: str = "cpu") -> dict:
-    """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}. ``greedy`` decodes
+                 greedy: bool = False, cache_dir: Path | None = None, accelerator: str = "cpu",
+                 size: int | None = None) -> dict:
+    """Re-evaluate a run's checkpoint on the cached sets: {split: {"coarse", "fine", "n"}}, on the first ``size``
+    sequences of each (None: all; the final evaluation scores the first ``final_eval_size``). ``greedy`` decodes
     step by step (slow) instead of reading the same numbers off one teacher-forced pass."""
     configure_cpu_process()
     module = load_run(run_dir, checkpoint, accelerator)
     out = {}
     for split in splits:
-        pairs = load_eval_set(module.config.task, split, cache_dir, module.config.length_distribution).pairs
+        pairs = load_eval_set(module.config.task, split, cache_dir, module.config.length_distribution).pairs[:size]
         if greedy:
             prefix = greedy_correct_prefix(module.model, pairs, module.vocab)
             lengths = torch.tensor([len(p.target) + 1 for p in pairs])
