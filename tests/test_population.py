@@ -272,16 +272,16 @@ def test_the_population_profile_says_where_a_step_goes(tmp_path):
     from pipeline.cli import app
 
     out = CliRunner().invoke(app, ["bench", "--population", "--profile", "--hidden", "8", "--size", "2", "--out",
-                                   str(tmp_path), "--model", "stack", "--model", "lstm8"])
+                                   str(tmp_path), "--model", "stack", "--model", "lstm2"])
     assert out.exit_code == 0, out.output
     text = (tmp_path / "bench-population-profile.md").read_text()
-    assert ("`transduce bench --population --profile --hidden 8 --size 2 --model stack --model lstm8`"
+    assert ("`transduce bench --population --profile --hidden 8 --size 2 --model stack --model lstm2`"
             in text and "P = 2 members" in text)
     assert "## Queue-LSTM" not in text and "## DeQue-LSTM" not in text  # only the models asked for
-    for model in ("Stack-LSTM", "8-layer LSTM"):
+    for model in ("Stack-LSTM", "2-layer LSTM"):
         section = text.split(f"## {model}: wall ")[1].split("##")[0]
         assert "| `aten::bmm` |" in section or "| `aten::baddbmm` |" in section, section
-    assert "WavefrontLSTM" in text.split("## 8-layer LSTM")[1]  # the deep LSTM's recurrence, one node each way
+    assert "WavefrontLSTM" in text.split("## 2-layer LSTM")[1]  # the deep LSTM's recurrence, one node each way
 
 
 def test_the_population_bench_measures_each_hidden_size_it_is_given(tmp_path):
