@@ -803,8 +803,18 @@ def test_an_interrupted_run_whose_log_lost_rows_is_refused_not_resumed_with_a_ho
     assert {p: p.read_bytes() for p in victim.rglob("*") if p.is_file()} == before  # nothing changed
 
 
+@pytest.fixture(scope="module")
+def straight_to_50(tmp_path_factory, cache_dir):
+    """The twin trained straight to 50 batches (windows of 10, evaluations every 20), once for both cases below."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+        folder = tmp_path_factory.mktemp("straight") / "run"
+        train(tiny(max_batches=50, perplexity_every=10, eval_every=20, checkpoint_every=10), folder, progress=False)
+    return folder
+
+
 @pytest.mark.parametrize("short", [25, 30])
-def test_a_run_extended_past_an_off_schedule_end_writes_its_straight_twins_log(tmp_path, short):
+def test_a_run_extended_past_an_off_schedule_end_writes_its_straight_twins_log(tmp_path, short, straight_to_50):
     """Issue 80: extending a run from 250 to 400 batches added an evaluation row at 250 and a short perplexity window
     at 260, so it differed from its twin trained straight to 400. A run's end off its schedule (its last window
     closed early, an evaluation where none was due: 25 batches with windows of 10 and evaluations every 20; or 30,
@@ -812,10 +822,9 @@ def test_a_run_extended_past_an_off_schedule_end_writes_its_straight_twins_log(t
     twin's."""
     import torch
 
-    extended, straight = tmp_path / "extended", tmp_path / "straight"
+    extended, straight = tmp_path / "extended", straight_to_50
     train(tiny(max_batches=short, perplexity_every=10, eval_every=20, checkpoint_every=10), extended, progress=False)
     train(tiny(max_batches=50, perplexity_every=10, eval_every=20, checkpoint_every=10), extended, progress=False)
-    train(tiny(max_batches=50, perplexity_every=10, eval_every=20, checkpoint_every=10), straight, progress=False)
     assert (extended / "metrics.csv").read_text() == (straight / "metrics.csv").read_text()
     assert (extended / f"results.{short}.json").is_file()  # what it reported at its first end is kept
     best = [torch.load(where / "checkpoints" / "best.ckpt", weights_only=False) for where in (extended, straight)]
