@@ -215,3 +215,31 @@ def test_the_search_table_lists_what_was_trained_and_counts_the_grids_runs_not_y
     assert ("| Sequence copying | Stack-LSTM | h8 | 0.01 | init | 0 | 1 / 4 | at 200, keeping 1, seeds together |"
             in lines)
     assert "| Sequence copying | Queue-LSTM | h8 | — | — | — | 0 / 1 | none |" in lines
+
+
+def test_the_compute_by_block_line_adds_each_labelled_blocks_done_runs_and_the_time_of_runs_under_way(tmp_path):
+    """Issue 78 asks what a profile's new blocks took: per block label, the done runs' hours (as the compute line
+    counts them) and the wall time so far of runs still under way, the costliest block first; nothing for a profile
+    with fewer than two labels."""
+    from pipeline.reports.build import block_compute_line
+    from pipeline.sweep.status import RunStatus
+
+    path = tmp_path / "blocks.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "blocks", "defaults": {"tracking": {"wandb": "off"}},
+        "grid": [{"label": "old", "tasks": ["copy"], "models": ["stack"], "hidden": [8], "seeds": [0, 1]},
+                 {"label": "new", "tasks": ["copy"], "models": ["queue"], "hidden": [8], "seeds": [0, 1]}]}))
+    sweep = load_sweep(path)
+    old, old_too, new, under_way = (run.run_id() for run in sweep.runs())
+    finished = pd.DataFrame([dict(run_id=run_id, model="stack", batches=100, train_seconds=seconds, eval_seconds=0.0)
+                             for run_id, seconds in ((old, 1800.0), (old_too, 1800.0), (new, 3600.0 * 2))])
+    statuses = [RunStatus(run, tmp_path / run.run_id(), state, 0, seconds) for run, state, seconds in
+                zip(sweep.runs(), ("finished", "finished", "finished", "interrupted"), (0, 0, 0, 1800.0))]
+    line = block_compute_line(finished, sweep, statuses)
+    assert line == ("By grid block (its `label`), in CPU-hours: new: 2.0 over 1 done run, 0.5 h so far in 1 under "
+                    "way; old: 1.0 over 2 done runs.")
+    data = yaml.safe_load(path.read_text())
+    del data["grid"][1]["label"]
+    path.write_text(yaml.safe_dump(data))
+    unlabelled = load_sweep(path)
+    assert block_compute_line(finished, unlabelled, statuses) == ""

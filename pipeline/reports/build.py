@@ -826,6 +826,40 @@ def compute_line(finished: pd.DataFrame, sweep: SweepConfig) -> str:
                    f"{'run(s)' if single else 'population(s)'} side by side: {speeds}.")
 
 
+def block_compute_line(finished: pd.DataFrame, sweep: SweepConfig, statuses: list) -> str:
+    """What each labelled grid block has cost (issue 78: what a profile's new blocks took), the costliest first: its
+    done runs as :func:`compute_line` counts them, and the runs still under way (interrupted, or past a halving rung
+    they won) with the wall time their ``timings.csv`` holds so far. '' when the profile labels fewer than two
+    blocks. A run the grid holds in two blocks counts in its last."""
+    if len({block.label for block in sweep.grid if block.label}) < 2:
+        return ""
+    from pipeline.reports.recipe import labelled_runs
+
+    labels = {run.run_id(): label for label, run in labelled_runs(sweep)}
+    blocks: dict[str, list] = {}  # label -> [done hours, done runs, hours so far, runs under way]
+    if not finished.empty and "run_id" in finished:
+        for run_id, seconds in zip(finished["run_id"], run_seconds(finished)):
+            entry = blocks.setdefault(labels.get(run_id, "outside the grid"), [0.0, 0, 0.0, 0])
+            entry[0] += seconds / 3600
+            entry[1] += 1
+    for status in statuses:
+        if status.state not in DONE and status.seconds > 0:
+            entry = blocks.setdefault(labels.get(status.run_dir.name, "outside the grid"), [0.0, 0, 0.0, 0])
+            entry[2] += status.seconds / 3600
+            entry[3] += 1
+    if not blocks:
+        return ""
+    unit = "CPU-hours" if finished.empty or bool((population_members(finished) == 1).all()) else "hours"
+
+    def part(label: str, done: float, n: int, going: float, m: int) -> str:
+        text = f"{label}: {done:.1f} over {n} done run{'' if n == 1 else 's'}"
+        return text + (f", {going:.1f} h so far in {m} under way" if m else "")
+
+    return (f"By grid block (its `label`), in {unit}: "
+            + "; ".join(part(label, *entry) for label, entry in sorted(blocks.items(), key=lambda kv: -kv[1][0]
+                                                                       - kv[1][2])) + ".")
+
+
 def first_error_lines(table: pd.DataFrame, root: Path, out_dir: Path | None = None) -> list[str]:
     """Where the first error falls in the target, on the test-length set, for the selected run of every ITG cell
     (``first_errors.csv``): the share of sequences per fifth of the target, and right. What tells a failure at an ITG
@@ -1060,7 +1094,9 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     lines += [header, "", sweep.description.strip(), "", "## Runs", "",
               f"{len(statuses)} runs in the grid: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
               f"Run directories: `{display_path(root)}`. " + _commits_line(selected), "",
-              compute_line(pd.DataFrame(finished), sweep), "", *machine_lines(runs, root),
+              compute_line(pd.DataFrame(finished), sweep), "",
+              *([line, ""] if (line := block_compute_line(pd.DataFrame(finished), sweep, statuses)) else []),
+              *machine_lines(runs, root),
               "Stopping rules of the grid's runs (docs/training.md says what each checks):", "",
               *stopping_table(sweep), "",
               "Every run, selected or not, with its settings, state, stop reason and numbers: "
