@@ -276,14 +276,15 @@ def worth_its_checkpoints(run_dir: Path) -> bool:
     least :data:`KEEP_WAITING_FROM` batches. One rule for a waiting run and a promoted one, whose checkpoints are the
     same: the last step of a rung."""
     folder = RunDir(run_dir)
-    results = folder.read_results()
-    if results is None and (earlier := folder.latest_earlier_results_file()) is not None:
-        results = json.loads(earlier.read_text())
-    if results is None:
-        return True
-    rows = folder.read_metrics()
-    trained = int(rows[-1]["step"]) if rows else 0
-    return trained > results["batches"] or results["batches"] >= KEEP_WAITING_FROM
+    try:
+        results = folder.read_results()
+        if results is None and (earlier := folder.latest_earlier_results_file()) is not None:
+            results = json.loads(earlier.read_text())
+        rows = folder.read_metrics()
+        trained = int(rows[-1]["step"]) if rows else 0
+        return results is None or trained > results["batches"] or results["batches"] >= KEEP_WAITING_FROM
+    except (OSError, ValueError, KeyError, TypeError, DamagedRun):
+        return True  # files this cannot read: keep what there is, as before this rule
 
 
 def restore_runs(profile: str | Path, source: Path, runs_root: Path | None = None, unfinished: bool = False
