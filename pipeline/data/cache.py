@@ -223,10 +223,6 @@ def _read_verified(task_name: str, split: str, cache_dir: str | Path,
     data_path, manifest_path = set_paths(task_name, split, cache_dir, length_distribution)
     if not manifest_path.exists() and not data_path.exists():
         raise FileNotFoundError(2, "no cached set", str(data_path))
-    return _verify(task_name, split, data_path, manifest_path, length_distribution)
-
-
-def _verify(task_name: str, split: str, data_path: Path, manifest_path: Path, length_distribution: str) -> EvalSet:
     try:
         manifest = json.loads(manifest_path.read_text())
         if not isinstance(manifest, dict):
