@@ -52,6 +52,19 @@ def test_a_toy_model_and_task_are_known_everywhere_after_one_entry_each(toys, tm
     assert model_style("lstm3")["color"] == "#123456" and TASK_TITLES["duplicate"] == "Symbol doubling"
 
 
+def test_table2_counts_a_model_registered_again_under_its_name_afresh(monkeypatch):
+    """parameter_table builds each model once per process to count it; a name registered again (here a 3-layer
+    LSTM, then a 1-layer one) is counted from its new entry, never from the count kept for the old one."""
+    from pipeline.reports.table2 import parameter_table
+
+    counts = []
+    for layers in (3, 1):
+        monkeypatch.setitem(MODELS, "lstm3", ModelEntry("lstm3", "LSTM", lambda c, i, o, k=layers: DeepLSTM(
+            i, o, c.hidden, c.embedding, k)))
+        counts.append(parameter_table(models=["lstm3", "lstm1"]).set_index(["model", "hidden"])["params"])
+    assert counts[1][("lstm3", 256)] == counts[1][("lstm1", 256)] < counts[0][("lstm3", 256)]
+
+
 def test_registration_refuses_clashes():
     with pytest.raises(ValueError, match="model 'stack' is already registered"):
         register_model(ModelEntry("stack", "Another", lambda c, i, o: None))
