@@ -15,8 +15,16 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
-    """A private evaluation-set cache shared by the tests of one session (generated on first use per task)."""
-    return tmp_path_factory.mktemp("data_cache")
+    """A private evaluation-set cache shared by the tests of one session, and by its xdist workers (a set is
+    generated on first use, by whichever worker needs it first). Sharing is safe because a set is a function of the
+    code alone and is written atomically, data file then manifest: a worker that finds a manifest finds its data, and
+    two workers that generate the same set write the same bytes."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # xdist gives each worker <session root>/popen-gwN
+    path = root / "data_cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def pytest_collection_modifyitems(config, items):
