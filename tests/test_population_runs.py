@@ -73,11 +73,11 @@ def assert_same_numbers(rows, expected, rel):
 def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_their_runs(tmp_path, static_shapes,
                                                                                           alone):
     """One architecture's copy, gender and SVO->SOV runs are one population (their vocabularies padded to the
-    largest), two at a time: the copy run leaves at 60 and the SVO->SOV run takes its slot, rebuilt around the others
+    largest), two at a time: the copy run leaves at 40 and the SVO->SOV run takes its slot, rebuilt around the others
     (eager) or placed into the slot of the stepped-at-static-shapes model (a GPU's captured step, eager here). Each
     writes its single run's rows, within float32 rounding."""
-    configs = [member("copy", 3, 1e-3, max_batches=60), member("gender", 7, 2e-3, max_batches=100),
-               member("svo_sov", 11, 1e-3, max_batches=100)]
+    configs = [member("copy", 3, 1e-3, max_batches=40), member("gender", 7, 2e-3, max_batches=60),
+               member("svo_sov", 11, 1e-3, max_batches=60)]
     assert len({population_key(c) for c in configs}) == 1
     together = [tmp_path / "population" / c.run_id() for c in configs]
     results = train_population(configs, together, width=2, batched=True, static_shapes=static_shapes)
@@ -189,13 +189,14 @@ train_population(configs, [Path(d) for d in spec["dirs"]], batched=True, static_
 
 @pytest.mark.parametrize("model", ["lstm1", pytest.param("stack", marks=pytest.mark.slow)])  # the Stack: ~1 min
 def test_a_population_killed_and_run_again_equals_its_uninterrupted_twin(tmp_path, model):
-    """kill -9 mid-run (after the members' checkpoints at batch 50 or later), run again: every member resumes from
-    its own last.ckpt and ends with the metrics.csv and results of the twin that was never stopped, byte for byte.
-    Static shapes make a member's arithmetic its own, wherever the kill fell between two members' checkpoints."""
+    """kill -9 mid-run (after the members' evaluation at batch 30, at their checkpoints at batch 40 or later), run
+    again: every member resumes from its own last.ckpt and ends with the metrics.csv and results of the twin that was
+    never stopped, byte for byte. Static shapes make a member's arithmetic its own, wherever the kill fell between two
+    members' checkpoints."""
     from pipeline.config import to_dict
 
-    configs = [member("copy", 3, 1e-2, model, max_batches=150, checkpoint_every=10),
-               member("reversal", 7, 5e-3, model, max_batches=150, checkpoint_every=10)]
+    configs = [member("copy", 3, 1e-2, model, max_batches=100, checkpoint_every=10, eval_every=30),
+               member("reversal", 7, 5e-3, model, max_batches=100, checkpoint_every=10, eval_every=30)]
 
     def spec(root):
         return json.dumps({"configs": [to_dict(c) for c in configs], "dirs": [str(root / c.run_id()) for c in configs]})
@@ -371,7 +372,7 @@ def test_one_members_failure_in_its_monitor_is_its_own(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("batched", [False, True])
 def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_member_and_one_that_turns_nan(
-        tmp_path, monkeypatch, batched):
+        tmp_path, monkeypatch, batched, alone):
     """Three runs of one architecture trained as one population: clipping by value and by norm (members differ in
     clip mode only across populations: it is shared), on an ITG task (one grammar's vocabulary), and a member whose
     rate makes its loss NaN. The NaN member fails alone, with the
@@ -402,12 +403,11 @@ def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_membe
         assert results[1] is None and "FloatingPointError: training loss is nan at batch 1" in \
             RunDir(dirs[1]).read_failure()
         for config, run_dir, result in zip(configs[::2], dirs[::2], results[::2]):
-            alone = tmp_path / clip_mode / "alone" / config.run_id()
-            expected = train(config, alone, progress=False)
+            single, expected = alone(config)
             if batched:
-                assert_same_numbers(metrics(run_dir), metrics(alone), rel=1e-4)
+                assert_same_numbers(metrics(run_dir), metrics(single), rel=1e-4)
             else:
-                assert (run_dir / "metrics.csv").read_text() == (alone / "metrics.csv").read_text()
+                assert (run_dir / "metrics.csv").read_text() == (single / "metrics.csv").read_text()
             assert result["batches"] == expected["batches"] == 60 and result["stop_reason"] == "budget"
 
 
