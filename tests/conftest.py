@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,3 +46,26 @@ def in_process_pool(monkeypatch):
     from in_process import pool_in_process
 
     pool_in_process(monkeypatch)
+
+
+# A valid 1x1 white PNG: what a figure saved under `figures_unrendered` holds.
+PLACEHOLDER_PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+                                "0000000d49444154789c63f8ffffff7f0009fb03fd2a86e38a0000000049454e44ae426082")
+
+
+@pytest.fixture
+def figures_unrendered(monkeypatch):
+    """Figures built as the report builds them (axes, curves, tables) but saved as a placeholder PNG, unrendered and
+    with no tight layout: for the tests whose property is what a report writes where, its tables or its refusals,
+    never its pixels. Rendering costs a second a figure; it keeps its own tests, which render real figures
+    (tests/test_report_layout.py, test_inspection.py, test_demo.py, test_cli.py, test_sweep.py's small grid)."""
+    from matplotlib.figure import Figure
+
+    def savefig(self, fname, *args, **kwargs):
+        if hasattr(fname, "write"):
+            fname.write(PLACEHOLDER_PNG)
+        else:
+            Path(fname).write_bytes(PLACEHOLDER_PNG)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    monkeypatch.setattr(Figure, "tight_layout", lambda self, *args, **kwargs: None)

@@ -99,6 +99,7 @@ def test_the_report_sets_each_model_beside_the_others_and_beside_the_published_s
     assert max(map(len, lines)) <= LONGEST_LINE
 
 
+@pytest.mark.usefixtures("figures_unrendered")  # the scores the report keeps, not its figure
 def test_runs_of_their_tasks_record_their_score_which_the_report_keeps_without_checkpoints(trained, tmp_path):
     """Every run of Delétang et al.'s tasks records its score at its end (checkpoints are not archived: a score that
     needed one would be lost with the runs folder); runs of the paper's tasks record none. The recorded score is

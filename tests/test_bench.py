@@ -41,11 +41,7 @@ def test_targets_are_checked_against_the_same_runs_yardstick():
     assert "on NVIDIA H200" in gpu and "allocated GPU memory" in gpu and "resident set" not in gpu
 
 
-def test_peak_memory_is_measured_in_a_fresh_process():
-    assert 0 <= peak_memory_mb("lstm1", 16, 7) < 100
-
-
-def test_peak_memory_ignores_the_parent_processs_peak():
+def test_peak_memory_is_measured_in_a_fresh_process_whatever_the_parents_peak():
     # Linux carries ru_maxrss over fork and exec: a probe that read it reported the ~1.3 GB of the benchmark
     # process that started it, for every model.
     ballast = torch.ones(600 * 2**20 // 4)  # 600 MB, touched

@@ -156,7 +156,7 @@ def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     assert "too short to judge a trend" in (tmp_path / "out" / "evidence.md").read_text()
 
 
-@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+@pytest.mark.usefixtures("in_process_pool", "figures_unrendered")  # the pool's plan and the report's text
 def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkpoints(tmp_path):
     from typer.testing import CliRunner
 
