@@ -6,6 +6,7 @@ dataclass and refuses unknown keys, wrong types and out-of-range values with an 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import types
@@ -83,13 +84,23 @@ def _merge(base: dict, update: dict) -> None:
             base[key] = value
 
 
+@functools.cache
+def _schema(tp: type) -> tuple[dict[str, Any], frozenset[str], tuple[str, ...]]:
+    """A config dataclass's field types, its field names and the names it requires. Resolving the types
+    (``typing.get_type_hints`` evaluates every string annotation) took four fifths of building a config, paid for
+    every dataclass of every run a profile holds; a class's schema never changes, so it is resolved once."""
+    fields = dataclasses.fields(tp)
+    required = tuple(f.name for f in fields
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    return typing.get_type_hints(tp), frozenset(f.name for f in fields), required
+
+
 def _build(tp: Any, value: Any, path: str):
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ConfigError(f"{path or 'config'} must be a mapping, got {_describe(value)}")
-        hints = typing.get_type_hints(tp)
-        fields = {f.name for f in dataclasses.fields(tp)}
+        hints, fields, required = _schema(tp)
         # keys of any type, in one order: YAML 1.1 reads a bare yes/no/on/off key as a bool, 1 as an int
         unknown = sorted(set(value) - fields, key=lambda key: (not isinstance(key, str), str(key)))
         if unknown:
@@ -98,8 +109,6 @@ def _build(tp: Any, value: Any, path: str):
             raise ConfigError(
                 f"unknown key {_join(path, str(unknown[0]))!r}{read}; allowed keys here: {', '.join(sorted(fields))}"
             )
-        required = [f.name for f in dataclasses.fields(tp)
-                    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
         missing = [key for key in required if key not in value]
         if missing:
             raise ConfigError(f"missing key {_join(path, missing[0])!r} (required keys here: {', '.join(required)})")
