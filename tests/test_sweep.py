@@ -401,6 +401,28 @@ def test_a_profile_reports_to_its_name_or_to_the_folder_its_reports_key_names(tm
     assert load_sweep(path).reports_dir() == REPORTS_DIR / "recipe" / "itg"
 
 
+@pytest.mark.parametrize("argv,said", [
+    (["--help"], "'--help' is not a run folder (it holds no config.yaml)"),
+    ([], "no run folder given"),
+    (["--width", "x", "run"], "--width takes a whole number of runs at a time, at least 1; got 'x'"),
+    (["--width", "0", "run"], "got '0'"),
+])
+def test_a_worker_started_with_what_is_not_a_run_folder_refuses_in_one_line_and_makes_nothing(
+        tmp_path, monkeypatch, capsys, argv, said):
+    """`python -m pipeline.sweep --help` took `--help` for a run folder: it made `./--help/.lock` and went on to
+    fail on the missing config. The worker now refuses, exit 2, before it locks or imports torch."""
+    import runpy
+
+    (tmp_path / "run").mkdir()  # a folder, but not a run's
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["pipeline.sweep", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("pipeline.sweep", run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and said in err and err.count("\n") == 1 and "usage: python -m pipeline.sweep" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"] and not any((tmp_path / "run").iterdir())
+
+
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_failed_run_is_recorded_and_the_sweep_goes_on(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
