@@ -1,6 +1,8 @@
 """Coarse and fine accuracy (§4.3): the definitions, and the teacher-forced shortcut against literal greedy
 decoding on real model outputs."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -43,8 +45,10 @@ def test_correct_prefix_counts_up_to_the_first_error_including_eos():
     assert batch.target_lengths.tolist() == [3, 2, 4]
 
 
+@functools.cache
 def _trained_model(name):
-    """A small model after a few dozen training steps on svo_sov: its outputs already have structure."""
+    """A small model after a few dozen training steps on svo_sov: its outputs already have structure. Trained once
+    per process and model (the tests only score it: none trains it on or changes it)."""
     torch.manual_seed(0)
     task = get_task("svo_sov")
     vocab = JointVocabulary.for_task(task)
