@@ -15,7 +15,7 @@ PAPER_STACK_REVERSAL = dict(train_coarse=1.0, train_fine=1.0, test_coarse=1.0, t
 def run(seed, ppl, test_coarse, lr=1e-3, state="finished", stop="converged", model="stack", task="reversal",
         batches=1500, improving=False, train=1.0, left_start_at=100):
     return dict(task=task, model=model, hidden=256, lr=lr, seed=seed, setting=f"lr{lr:g}", max_batches=5000,
-                state=state,
+                cap=math.nan, state=state,
                 batches=batches, stop_reason=stop if state in ("finished", "pruned") else None, train_perplexity=ppl,
                 train_coarse=train, train_fine=train, test_coarse=test_coarse, test_fine=test_coarse,
                 learned=train >= 0.99, still_improving=improving, trend_batches=1000, trend_tolerance=0.02,
@@ -281,7 +281,7 @@ def test_batches_to_accuracy_makes_fig_2b_a_number(tmp_path):
 def test_a_cell_whose_halving_survivors_still_train_says_it_is_not_its_result():
     """Successive halving stops a bracket's losers at a rung's budget; while its survivors train, the cell is chosen
     among the losers. The evidence must not call the rung the run's cap, and must say the cell is not done."""
-    from pipeline.reports.table3 import evidence
+    from pipeline.reports.table3 import evidence, notes
 
     loser = run(0, 100.7, 0.0, lr=5e-3, model="lstm2", task="copy", state="pruned", stop="budget", batches=5000,
                 improving=True, train=0.0)
@@ -295,6 +295,15 @@ def test_a_cell_whose_halving_survivors_still_train_says_it_is_not_its_result():
     done = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 200000})
     assert "not done yet" not in evidence(done.iloc[1], done)
     assert evidence(done.iloc[1], done).startswith("hit its cap of 200,000 batches")
+    # a survivor that stands at its rung (waiting, or chosen while its bracket decides) has its cap still ahead: the
+    # evidence and the note say rung, not cap (issue 78: "hit its cap of 30,000" of a run whose cap was 150,000)
+    waiting = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 30000, "cap": 150000})
+    assert evidence(waiting.iloc[1], waiting).startswith(
+        "stands at its halving rung of 30,000 batches (its cap: 150,000), training perplexity 58.5")
+    assert notes(waiting.iloc[1], waiting)[0] == ("rung", "at 30,000")
+    at_cap = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 150000, "cap": 150000})
+    assert evidence(at_cap.iloc[1], at_cap).startswith("hit its cap of 150,000 batches")
+    assert notes(at_cap.iloc[1], at_cap)[0][0] == "cap-flat"
 
 
 def test_a_run_the_learning_rate_search_discarded_is_never_a_cells_result():

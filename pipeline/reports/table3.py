@@ -69,8 +69,8 @@ EVIDENCE_KINDS = {
                     "cross-entropy beyond its noise): more batches might have moved it further."),
     "cap-flat": ("cap, flat", "Hit its batch cap with its training perplexity flat over its last window; no rule "
                  "judged it converged before the cap."),
-    "rung": ("halving rung", "Stopped by successive halving at a rung of the learning-rate search: it reached that "
-             "rung's budget, not the run's cap."),
+    "rung": ("halving rung", "At a rung of the learning-rate search (successive halving): it reached that rung's "
+             "budget, not the run's cap, and was either cut there or waits there for the rung to be decided."),
     "pruned": ("pruned", "Pruned: still near the uniform perplexity at a pruning checkpoint."),
     "too-short": ("too short", "Fewer than two perplexity windows: no trend can be judged."),
     "never-left-start": ("never left start", "Its training perplexity never fell to half its first window's: it "
@@ -83,10 +83,11 @@ EVIDENCE_KINDS = {
     "continued": ("continued", "The selected run was continued outside the profile (same run, cap raised; "
                   "`reports/experiments/`): the verdict is judged where the continuation ended."),
 }
-RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "state", "batches", "stop_reason",
-               "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance",
-               "trend_fall", "test_coarse_by_length", "start_perplexity", "left_start_at", "start", "provenance",
-               "machine", "earlier_draws", "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
+RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
+               "stop_reason", "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches",
+               "trend_tolerance", "trend_fall", "test_coarse_by_length", "start_perplexity", "left_start_at", "start",
+               "provenance", "machine", "earlier_draws", "unconfirmed_plateau", "halved", "ablation_of", "run_id",
+               "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -114,6 +115,8 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     """Every run of the grid (see :data:`RUN_COLUMNS`); numbers are NaN for runs that are not done."""
     rows = []
     halved = {run.run_id() for run, cut in planned_runs(sweep, runs_root) if cut}
+    # max_batches is the budget the run trains to now (a halving rung's, in a bracket); its cap, the config's own
+    caps = {run.run_id(): run.training.max_batches for run in sweep.runs()}
     for status in sweep_status(sweep, runs_root):
         run = status.config
         logged = logged_values(logged_rows(status.run_dir), TRAIN_PERPLEXITY)
@@ -124,7 +127,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         span = trend_span(run.training, end)
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
-                   state=status.state,
+                   cap=caps.get(run.run_id(), run.training.max_batches), state=status.state,
                    batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
                    **{m: math.nan for m in METRICS}, learned=False,
                    # the plateau rule's own trend check over its own window (stopping.still_falling): the report says
@@ -343,9 +346,16 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
                      "cross-entropy beyond its noise)")
         if not selected.trend_batches:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
-        # a bracket's loser, stopped by successive halving at a rung, reached that rung's budget, not the run's cap
-        cap = "stopped at its halving rung of" if selected.state == "pruned" else "hit its cap of"
-        text = f"{cap} {int(selected.batches):,} batches, {ppl}, {trend}"
+        # a bracket's loser, stopped by successive halving at a rung, reached that rung's budget, not the run's cap;
+        # a survivor waiting at its rung (or chosen there while its bracket decides) has its cap still ahead
+        batches, cap = int(selected.batches), selected.get("cap", math.nan)
+        if selected.state == "pruned":
+            where = f"stopped at its halving rung of {batches:,} batches"
+        elif not pd.isna(cap) and batches < cap:
+            where = f"stands at its halving rung of {batches:,} batches (its cap: {int(cap):,})"
+        else:
+            where = f"hit its cap of {batches:,} batches"
+        text = f"{where}, {ppl}, {trend}"
     start = selected.get("start_perplexity", math.nan)
     if stop in ("plateau", "budget") and not has_left_start(selected):
         text += (f" — never below {LEFT_START_RATIO:g} × its first window's {start:.4g}: it did not leave the "
@@ -373,7 +383,7 @@ def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
         out = [("plateau-falling" if selected.still_improving else "plateau", f"at {batches}")]
     elif not selected.trend_batches:
         out = [("too-short", f"{batches} batches")]
-    elif selected.state == "pruned":
+    elif selected.state == "pruned" or selected.batches < selected.get("cap", math.inf):
         out = [("rung", f"at {batches}")]
     else:
         out = [("cap-falling" if selected.still_improving else "cap-flat", batches)]
