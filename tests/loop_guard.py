@@ -61,23 +61,32 @@ CASES = [*SINGLE, *ONE_AFTER_ANOTHER, *BATCHED]
 CHECKPOINT_CONFIG = guard_config("reversal", "stack", 9, 5e-3, 60, hidden=8)
 
 
-def train_cases(root: Path) -> dict[str, Path]:
-    """Train the eight runs under ``root``; returns each case's run folder."""
+# What trains together: each single run alone, each population's members as one population. The suite trains each
+# unit in a test of its own, so that the units spread over its processes.
+UNITS = {**{case: [case] for case in SINGLE}, "one-after-another": list(ONE_AFTER_ANOTHER), "batched": list(BATCHED)}
+
+
+def train_unit(unit: str, root: Path) -> dict[str, Path]:
+    """Train one unit's runs under ``root``; returns each of its cases' run folders."""
     from pipeline.training.run import train, train_population
 
-    folders = {}
-    for case, config in SINGLE.items():
-        folders[case] = root / case
-        if case.endswith("-extended"):
+    if unit in SINGLE:
+        config, folder = SINGLE[unit], root / unit
+        if unit.endswith("-extended"):
             short = from_dict(RunConfig, {**_as_dict(config),
                                           "training": {**_as_dict(config)["training"], "max_batches": EXTENDED_FROM}})
-            train(short, folders[case], progress=False)
-        train(config, folders[case], progress=False)
-    for population, batched in ((ONE_AFTER_ANOTHER, False), (BATCHED, True)):
-        dirs = [root / case for case in population]
-        train_population(list(population.values()), dirs, width=2, batched=batched, static_shapes=False)
-        folders.update(zip(population, dirs))
-    return folders
+            train(short, folder, progress=False)
+        train(config, folder, progress=False)
+        return {unit: folder}
+    population, batched = (ONE_AFTER_ANOTHER, False) if unit == "one-after-another" else (BATCHED, True)
+    dirs = [root / case for case in population]
+    train_population(list(population.values()), dirs, width=2, batched=batched, static_shapes=False)
+    return dict(zip(population, dirs))
+
+
+def train_cases(root: Path) -> dict[str, Path]:
+    """Train the eight runs under ``root``; returns each case's run folder."""
+    return {case: folder for unit in UNITS for case, folder in train_unit(unit, root).items()}
 
 
 def resume_checkpoint(root: Path) -> Path:

@@ -4,7 +4,7 @@ its refactor, byte for byte on a recorded kind of machine, and a checkpoint writ
 log it wrote resuming it (tests/loop_guard.py)."""
 
 import pytest
-from loop_guard import CASES, assert_guarded, resume_checkpoint, train_cases
+from loop_guard import UNITS, assert_guarded, resume_checkpoint, train_unit
 
 
 @pytest.fixture(autouse=True)
@@ -12,16 +12,11 @@ def private_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, cache_dir):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
-        return train_cases(tmp_path_factory.mktemp("guard"))
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_every_runs_metrics_are_the_bytes_the_loop_wrote_before_its_refactor(trained, case):
-    assert_guarded((trained[case] / "metrics.csv").read_text(), case)
+# a unit a test (a single run, or a population's members): the units spread over the suite's processes
+@pytest.mark.parametrize("unit", UNITS)
+def test_every_runs_metrics_are_the_bytes_the_loop_wrote_before_its_refactor(unit, tmp_path):
+    for case, folder in train_unit(unit, tmp_path).items():
+        assert_guarded((folder / "metrics.csv").read_text(), case)
 
 
 def test_a_checkpoint_written_before_the_refactor_resumes_to_the_same_bytes(tmp_path):

@@ -116,8 +116,8 @@ def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model, alon
 def test_on_a_cpu_members_take_their_single_runs_steps_and_write_their_logs_byte_for_byte(tmp_path, alone):
     """Not batched (a CPU's default: batching members buys an arithmetic-bound CPU nothing), each member takes its
     single run's own step in turn: its metrics.csv is its single run's, byte for byte."""
-    configs = [member("copy", 3, 1e-3, "stack", max_batches=50, eval_every=25),
-               member("reversal", 7, 5e-4, "stack", max_batches=30, eval_every=25)]
+    configs = [member("copy", 3, 1e-3, "stack", max_batches=40, eval_every=20),
+               member("reversal", 7, 5e-4, "stack", max_batches=20, eval_every=20)]
     together = [tmp_path / "population" / c.run_id() for c in configs]
     train_population(configs, together, width=2)
     for config, run_dir in zip(configs, together):
@@ -393,9 +393,9 @@ def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_membe
 
     monkeypatch.setattr(engine, "open_member", poisoned)
     for clip_mode in ("value", "norm"):
-        healthy = [member("gender", 3, 1e-3, "lstm2", max_batches=60, clip_mode=clip_mode),
-                   member("gender", 7, 2e-3, "lstm2", max_batches=60, clip_mode=clip_mode)]
-        diverging = member("gender", 5, 1e-3, "lstm2", max_batches=60, clip_mode=clip_mode)
+        healthy = [member("gender", 3, 1e-3, "lstm2", max_batches=40, eval_every=20, clip_mode=clip_mode),
+                   member("gender", 7, 2e-3, "lstm2", max_batches=40, eval_every=20, clip_mode=clip_mode)]
+        diverging = member("gender", 5, 1e-3, "lstm2", max_batches=40, eval_every=20, clip_mode=clip_mode)
         configs = [healthy[0], diverging, healthy[1]]
         dirs = [tmp_path / clip_mode / "population" / c.run_id() for c in configs]
         dirs[1] = dirs[1].parent / "diverging"
@@ -408,7 +408,7 @@ def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_membe
                 assert_same_numbers(metrics(run_dir), metrics(single), rel=1e-4)
             else:
                 assert (run_dir / "metrics.csv").read_text() == (single / "metrics.csv").read_text()
-            assert result["batches"] == expected["batches"] == 60 and result["stop_reason"] == "budget"
+            assert result["batches"] == expected["batches"] == 40 and result["stop_reason"] == "budget"
 
 
 def test_a_member_that_failed_before_and_trains_again_ends_with_its_results(tmp_path):
