@@ -78,20 +78,20 @@ def test_sigterm_stops_training_with_a_non_zero_exit_and_the_run_resumes(tmp_pat
     step = Loop.step
 
     def step_then_sigterm(self):
-        if self.batches_done == 25:
+        if self.batches_done == 15:
             os.kill(os.getpid(), signal.SIGTERM)  # what `kill <pid>` or a cluster's pre-emption sends
         return step(self)
 
     run_dir = tmp_path / "run"
     before = signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(Loop, "step", step_then_sigterm)
-    with pytest.raises(RunStopped, match="stopped by SIGTERM at batch 2[56], before the run ended; run the same "
+    with pytest.raises(RunStopped, match="stopped by SIGTERM at batch 1[56], before the run ended; run the same "
                                          "command again to resume") as stopped:
-        train(tiny(max_batches=60), run_dir, progress=False)
+        train(tiny(max_batches=30), run_dir, progress=False)
     assert stopped.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) is before  # the handler given back
     assert not (run_dir / "results.json").exists()
     monkeypatch.setattr(Loop, "step", step)
-    assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
+    assert train(tiny(max_batches=30), run_dir, progress=False)["batches"] == 30  # resumed from its checkpoint
 
 
 def test_ctrl_c_stops_training_with_130_and_a_line_and_the_run_resumes(tmp_path, monkeypatch):
@@ -105,7 +105,7 @@ def test_ctrl_c_stops_training_with_130_and_a_line_and_the_run_resumes(tmp_path,
     step = Loop.step
 
     def step_then_ctrl_c(self):
-        if self.batches_done == 25:
+        if self.batches_done == 15:
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C in the terminal sends
         return step(self)
 
@@ -114,14 +114,14 @@ def test_ctrl_c_stops_training_with_130_and_a_line_and_the_run_resumes(tmp_path,
     # started the tests in the background without job control.
     handler_before = signal.getsignal(signal.SIGINT)
     monkeypatch.setattr(Loop, "step", step_then_ctrl_c)
-    result = runner.invoke(app, ["train", "--config", str(tiny_config_file(tmp_path, max_batches=60)),
+    result = runner.invoke(app, ["train", "--config", str(tiny_config_file(tmp_path, max_batches=30)),
                                  "--run-dir", str(run_dir), "--no-progress"])
     assert result.exit_code == 130, result.output
-    assert "stopped by an interrupt (Ctrl-C) at batch 2" in flat(result.stderr)
+    assert "stopped by an interrupt (Ctrl-C) at batch 1" in flat(result.stderr)
     assert "run the same command again to resume" in flat(result.stderr)
     assert signal.getsignal(signal.SIGINT) is handler_before  # the handler is given back
     monkeypatch.setattr(Loop, "step", step)
-    assert train(tiny(max_batches=60), run_dir, progress=False)["batches"] == 60  # resumed from its checkpoint
+    assert train(tiny(max_batches=30), run_dir, progress=False)["batches"] == 30  # resumed from its checkpoint
 
 
 def tiny_config_file(folder, **training):
