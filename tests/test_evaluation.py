@@ -56,14 +56,14 @@ def _trained_model(name):
                         vocab.output_size)
     opt = torch.optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.9)
     rng = np.random.default_rng(0)
-    for _ in range(40):
+    for _ in range(20):
         batch = collate(task.sample_batch(rng, "train", 10), vocab)
         logits = model(batch.inputs, batch.lengths)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.targets.flatten(), ignore_index=-100)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    # After 40 steps the model cannot yet tell where a target ends. Raise the </s> bias so that about half of the
+    # After 20 steps the model cannot yet tell where a target ends. Raise the </s> bias so that about half of the
     # greedy outputs end within 12 symbols: a greedy output ends at the first step where </s> is within the bias
     # of the winning logit (the bias changes nothing before that), so the outputs end at all sorts of lengths.
     model.eval()
