@@ -299,7 +299,8 @@ def test_a_cell_whose_halving_survivors_still_train_says_it_is_not_its_result():
     # evidence and the note say rung, not cap (issue 78: "hit its cap of 30,000" of a run whose cap was 150,000)
     waiting = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 30000, "cap": 150000})
     assert evidence(waiting.iloc[1], waiting).startswith(
-        "stands at its halving rung of 30,000 batches (its cap: 150,000), training perplexity 58.5")
+        "stands at 30,000 batches, short of its cap of 150,000 (successive halving: at or past its rung, waiting for "
+        "the rung to be decided), training perplexity 58.5")
     assert notes(waiting.iloc[1], waiting)[0] == ("rung", "at 30,000")
     at_cap = runs(loser, survivor | {"state": "finished", "stop_reason": "budget", "batches": 150000, "cap": 150000})
     assert evidence(at_cap.iloc[1], at_cap).startswith("hit its cap of 150,000 batches")

@@ -69,8 +69,8 @@ EVIDENCE_KINDS = {
                     "cross-entropy beyond its noise): more batches might have moved it further."),
     "cap-flat": ("cap, flat", "Hit its batch cap with its training perplexity flat over its last window; no rule "
                  "judged it converged before the cap."),
-    "rung": ("halving rung", "At a rung of the learning-rate search (successive halving): it reached that rung's "
-             "budget, not the run's cap, and was either cut there or waits there for the rung to be decided."),
+    "rung": ("halving rung", "Stopped short of its cap by successive halving (the learning-rate search): cut at a "
+             "rung, or waiting at or past a rung's budget for the rung to be decided."),
     "pruned": ("pruned", "Pruned: still near the uniform perplexity at a pruning checkpoint."),
     "too-short": ("too short", "Fewer than two perplexity windows: no trend can be judged."),
     "never-left-start": ("never left start", "Its training perplexity never fell to half its first window's: it "
@@ -352,7 +352,8 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         if selected.state == "pruned":
             where = f"stopped at its halving rung of {batches:,} batches"
         elif not pd.isna(cap) and batches < cap:
-            where = f"stands at its halving rung of {batches:,} batches (its cap: {int(cap):,})"
+            where = (f"stands at {batches:,} batches, short of its cap of {int(cap):,} (successive halving: at or past "
+                     "its rung, waiting for the rung to be decided)")
         else:
             where = f"hit its cap of {batches:,} batches"
         text = f"{where}, {ppl}, {trend}"
