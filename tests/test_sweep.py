@@ -410,7 +410,7 @@ def test_a_profile_reports_to_its_name_or_to_the_folder_its_reports_key_names(tm
 def test_a_worker_started_with_what_is_not_a_run_folder_refuses_in_one_line_and_makes_nothing(
         tmp_path, monkeypatch, capsys, argv, said):
     """`python -m pipeline.sweep --help` took `--help` for a run folder: it made `./--help/.lock` and went on to
-    fail on the missing config. The worker now refuses, exit 2, before it locks or imports torch."""
+    fail on the missing config. The worker now refuses, exit 2, before it locks anything."""
     import runpy
 
     (tmp_path / "run").mkdir()  # a folder, but not a run's
