@@ -57,13 +57,13 @@ BATCHED = {
     "batched-lstm1-copy": guard_config("copy", "lstm1", 7, 2e-3, 40),
     "batched-lstm1-gender": guard_config("gender", "lstm1", 8, 1e-3, 40),
 }
-CASES = [*SINGLE, *ONE_AFTER_ANOTHER, *BATCHED]
 CHECKPOINT_CONFIG = guard_config("reversal", "stack", 9, 5e-3, 60, hidden=8)
 
 
-# What trains together: each single run alone, each population's members as one population. The suite trains each
-# unit in a test of its own, so that the units spread over its processes.
-UNITS = {**{case: [case] for case in SINGLE}, "one-after-another": list(ONE_AFTER_ANOTHER), "batched": list(BATCHED)}
+# What trains together: each single run alone, each population's members as one population (its cases, batched or
+# not). The suite trains each unit in a test of its own, so that the units spread over its processes.
+POPULATIONS = {"one-after-another": (ONE_AFTER_ANOTHER, False), "batched": (BATCHED, True)}
+UNITS = (*SINGLE, *POPULATIONS)
 
 
 def train_unit(unit: str, root: Path) -> dict[str, Path]:
@@ -78,7 +78,7 @@ def train_unit(unit: str, root: Path) -> dict[str, Path]:
             train(short, folder, progress=False)
         train(config, folder, progress=False)
         return {unit: folder}
-    population, batched = (ONE_AFTER_ANOTHER, False) if unit == "one-after-another" else (BATCHED, True)
+    population, batched = POPULATIONS[unit]
     dirs = [root / case for case in population]
     train_population(list(population.values()), dirs, width=2, batched=batched, static_shapes=False)
     return dict(zip(population, dirs))
