@@ -280,9 +280,11 @@ def worth_its_checkpoints(run_dir: Path) -> bool:
         results = folder.read_results()
         if results is None and (earlier := folder.latest_earlier_results_file()) is not None:
             results = json.loads(earlier.read_text())
+        if results is None:
+            return True
         rows = folder.read_metrics()
         trained = int(rows[-1]["step"]) if rows else 0
-        return results is None or trained > results["batches"] or results["batches"] >= KEEP_WAITING_FROM
+        return trained > results["batches"] or results["batches"] >= KEEP_WAITING_FROM
     except (OSError, ValueError, KeyError, TypeError, DamagedRun):
         return True  # files this cannot read: keep what there is, as before this rule
 

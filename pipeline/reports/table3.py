@@ -313,6 +313,12 @@ def has_left_start(run: pd.Series) -> bool:
     return pd.notna(run.get("left_start_at"))
 
 
+def short_of_cap(selected: pd.Series) -> bool:
+    """A run that stopped before its config's cap: a halving bracket's run, cut at a rung or waiting at or past a
+    rung's budget (``max_batches`` is that budget; ``cap``, NaN in an older table, the config's own)."""
+    return bool(selected.batches < selected.get("cap", math.nan))
+
+
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
     the run's own log as the plateau rule judges it (``trend_batches`` each side, the rule's window at the run's end:
@@ -348,12 +354,12 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
             trend = "too short to judge a trend (fewer than two perplexity windows)"
         # a bracket's loser, stopped by successive halving at a rung, reached that rung's budget, not the run's cap;
         # a survivor waiting at its rung (or chosen there while its bracket decides) has its cap still ahead
-        batches, cap = int(selected.batches), selected.get("cap", math.nan)
+        batches = int(selected.batches)
         if selected.state == "pruned":
             where = f"stopped at its halving rung of {batches:,} batches"
-        elif not pd.isna(cap) and batches < cap:
-            where = (f"stands at {batches:,} batches, short of its cap of {int(cap):,} (successive halving: at or past "
-                     "its rung, waiting for the rung to be decided)")
+        elif short_of_cap(selected):
+            where = (f"stands at {batches:,} batches, short of its cap of {int(selected.cap):,} (successive "
+                     "halving: at or past its rung, waiting for the rung to be decided)")
         else:
             where = f"hit its cap of {batches:,} batches"
         text = f"{where}, {ppl}, {trend}"
@@ -384,7 +390,7 @@ def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
         out = [("plateau-falling" if selected.still_improving else "plateau", f"at {batches}")]
     elif not selected.trend_batches:
         out = [("too-short", f"{batches} batches")]
-    elif selected.state == "pruned" or selected.batches < selected.get("cap", math.inf):
+    elif selected.state == "pruned" or short_of_cap(selected):
         out = [("rung", f"at {batches}")]
     else:
         out = [("cap-falling" if selected.still_improving else "cap-flat", batches)]
