@@ -1,18 +1,13 @@
 import os
-from pathlib import Path
 
 import pytest
-import torch
+from unrendered import unrender_figures
 
 from pipeline.provenance import ALLOW_DIRTY_ENV
 
 # The suite trains runs on whatever checkout it is run from, committed or not (a run records "-dirty" there); the
 # refusal itself is tested with the variable unset (tests/test_provenance.py).
 os.environ[ALLOW_DIRTY_ENV] = "1"
-
-# One torch thread per process: two threads in one process are unstable on the 2-core machines this runs on.
-torch.set_num_threads(1)
-
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
@@ -29,7 +24,14 @@ def cache_dir(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `cuda` skip where torch sees no CUDA device (this project's CPU machines and CI)."""
+    """Runs in each process that runs tests, before the first, not in xdist's controller (which only hands them out):
+    torch is imported here, so that the controller starts its workers without importing it first.
+
+    One torch thread per process: two threads in one process are unstable on the 2-core machines this runs on. Tests
+    marked `cuda` skip where torch sees no CUDA device (this project's CPU machines and CI)."""
+    import torch
+
+    torch.set_num_threads(1)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="no CUDA device visible to torch")
@@ -48,24 +50,9 @@ def in_process_pool(monkeypatch):
     pool_in_process(monkeypatch)
 
 
-# A valid 1x1 white PNG: what a figure saved under `figures_unrendered` holds.
-PLACEHOLDER_PNG = bytes.fromhex("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
-                                "0000000d49444154789c63f8ffffff7f0009fb03fd2a86e38a0000000049454e44ae426082")
-
-
 @pytest.fixture
 def figures_unrendered(monkeypatch):
-    """Figures built as the report builds them (axes, curves, tables) but saved as a placeholder PNG, unrendered and
-    with no tight layout: for the tests whose property is what a report writes where, its tables or its refusals,
-    never its pixels. Rendering costs a second a figure; it keeps its own tests, which render real figures
-    (tests/test_report_layout.py, test_inspection.py, test_demo.py, test_cli.py, test_sweep.py's small grid)."""
-    from matplotlib.figure import Figure
-
-    def savefig(self, fname, *args, **kwargs):
-        if hasattr(fname, "write"):
-            fname.write(PLACEHOLDER_PNG)
-        else:
-            Path(fname).write_bytes(PLACEHOLDER_PNG)
-
-    monkeypatch.setattr(Figure, "savefig", savefig)
-    monkeypatch.setattr(Figure, "tight_layout", lambda self, *args, **kwargs: None)
+    """Figures unrendered (`unrender_figures`): for the tests whose property is what a report writes where, its tables
+    or its refusals, never its pixels. Rendering costs a second a figure; it keeps its own tests, which render real
+    figures (tests/test_report_layout.py's first report, test_inspection.py, test_demo.py, test_cli.py)."""
+    unrender_figures(monkeypatch)

@@ -9,6 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 import yaml
+from unrendered import unrender_figures
 
 from pipeline.generalisation import FAR_BANDS, far_pairs, longest_exact_band, read_far_lengths
 from pipeline.reports.build import binned_accuracy, wilson, write_report
@@ -25,7 +26,7 @@ def private_cache(cache_dir, monkeypatch):
 
 
 @pytest.mark.usefixtures("in_process_pool")  # what it checks is the report, not the pool's processes
-def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
+def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path, monkeypatch):
     settings = dict(max_batches=20, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
                     final_eval_size=20, checkpoint_every=10, early_stop_patience=0, length_pool=2)
     path = tmp_path / "layout.yaml"
@@ -70,6 +71,7 @@ def test_the_report_opens_with_table3s_figure_and_reads_in_an_editor(tmp_path):
     # a twin that did not learn what its run learned (another draw) says nothing of it: named, not counted
     results = json.loads((twin / "results.json").read_text())
     (twin / "results.json").write_text(json.dumps(dict(results, test_coarse=results["test_coarse"] + 0.5)))
+    unrender_figures(monkeypatch)  # the second report's text is what is read: its figures were rendered above
     again = write_report(sweep, path, tmp_path / "runs", out, command="pytest").read_text()
     assert "| Sequence copying | 1-layer LSTM |" not in again.split("## Far past the test lengths")[1].split("\n## ")[0]
     assert "Not measured, their twin another draw" in again and "Sequence copying, 1-layer LSTM: its twin (" in again

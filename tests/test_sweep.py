@@ -112,7 +112,8 @@ def test_killed_sweep_rerun_loses_nothing(tmp_path):
         assert steps == sorted(set(steps)) and steps[-1] == 60 and 10 in steps
 
 
-@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+# the pool's plan, not its processes; the report's tables, not its pixels (rendered in test_report_layout.py)
+@pytest.mark.usefixtures("in_process_pool", "figures_unrendered")
 def test_a_small_grid_is_reported_with_every_table3_column(tmp_path):
     path = profile(tmp_path, models=("lstm1", "stack"), tasks=("copy", "reversal"), max_batches=10)
     sweep = load_sweep(path)
