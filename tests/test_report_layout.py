@@ -245,3 +245,27 @@ def test_the_compute_by_block_line_adds_each_labelled_blocks_done_runs_and_the_t
     path.write_text(yaml.safe_dump(data))
     unlabelled = load_sweep(path)
     assert block_compute_line(finished, unlabelled, statuses) == ""
+
+
+def test_a_convergence_figure_names_an_architecture_drawn_only_in_faint_runs(tmp_path, monkeypatch):
+    """A cell with no selected run (none finished) is drawn only faint; its architecture is still named in the
+    legend, once, while the faint runs of an architecture that has a selected run stay unnamed."""
+    import pandas as pd
+
+    from pipeline.reports import build
+
+    folders = {}
+    for run_id in ("queue-sel", "queue-other", "stack-a", "stack-b"):
+        folder = tmp_path / run_id
+        folder.mkdir()
+        (folder / "metrics.csv").write_text("step,train/perplexity,train/coarse,test/coarse\n"
+                                            "10,50.0,,\n20,40.0,0.1,0.0\n")
+        folders[run_id] = folder
+    selected = pd.DataFrame({"task": ["svo_sov"], "model": ["queue"], "run_id": ["queue-sel"]})
+    runs = pd.DataFrame({"task": "svo_sov", "model": ["queue", "queue", "stack", "stack"],
+                         "run_id": list(folders), "ablation_of": ""})
+    saved = []
+    monkeypatch.setattr(build, "save_figure", lambda fig, path: saved.append(fig))
+    assert build.convergence_figure("svo_sov", selected, tmp_path, tmp_path / "figure.png", runs=runs)
+    labels = [text.get_text() for text in saved[0].axes[-1].get_legend().get_texts()]
+    assert labels == ["Stack-LSTM: no run selected (faint)", "Queue-LSTM"]

@@ -326,9 +326,15 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
         return False
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.3))
-    for r in (faint.itertuples() if faint is not None else ()):  # the other runs: thin, no marker, no label
+    # the other runs: thin, no marker, unlabelled, but for an architecture with no selected run here (none finished),
+    # whose first faint line is named in the legend, so that every architecture drawn is named
+    unnamed = set(faint.model) - set(part.model) if faint is not None and not faint.empty else set()
+    for r in (faint.itertuples() if faint is not None else ()):
+        named = r.model in unnamed
+        unnamed.discard(r.model)
         for ax, (x, y, _) in zip(axes, curves(r)):
-            ax.plot(x, y, color=model_style(r.model)["color"], lw=0.8, alpha=0.3, zorder=1)
+            ax.plot(x, y, color=model_style(r.model)["color"], lw=0.8, alpha=0.3, zorder=1,
+                    label=f"{DISPLAY_NAMES.get(r.model, r.model)}: no run selected (faint)" if named else None)
     for r in (ablations.itertuples() if ablations is not None else ()):  # sparse dots, hollow markers
         look = model_style(r.model)
         for ax, (x, y, _) in zip(axes, curves(r)):
