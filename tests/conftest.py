@@ -9,6 +9,7 @@ from pipeline.provenance import ALLOW_DIRTY_ENV
 # refusal itself is tested with the variable unset (tests/test_provenance.py).
 os.environ[ALLOW_DIRTY_ENV] = "1"
 
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory):
     """A private evaluation-set cache shared by the tests of one session, and by its xdist workers (a set is
