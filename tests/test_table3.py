@@ -189,6 +189,32 @@ def test_a_cell_whose_run_never_left_its_start_does_not_disagree_at_convergence(
                                     "starting plateau (1 budget-limited); 34 not in this profile.")
 
 
+def test_a_cell_that_falls_short_while_a_survivor_trains_is_counted_as_so_far():
+    """The SVO->SOV Stack of the cpu profile: one seed flat at perplexity 9.6 (disagrees), its twin still training.
+    The headline counts the cell "so far"; with the twin done (whichever wins) or absent, it does not."""
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["stack"]}]})
+    flat = run(1, 9.58, 0.0, model="stack", task="copy", stop="plateau", train=0.0, batches=62500,
+               left_start_at=3000) | {"start_perplexity": 128.0}
+    training = run(0, 6.05, 0.0, model="stack", task="copy", state="running", train=0.0, batches=66700)
+    so_far = ", 1 disagrees at convergence (1 so far: its cell still has runs to train)"
+    cases = {"survivor running": (runs(flat, training), so_far),
+             "survivor to go": (runs(flat, training | {"state": "pending"}), so_far),
+             "alone": (runs(flat), ", 1 disagrees at convergence;"),
+             "survivor done": (runs(flat, training | {"state": "finished", "stop_reason": "plateau"}),
+                               ", 1 disagrees at convergence;")}
+    for case, (table, expected) in cases.items():
+        out = table3(table, sweep)
+        assert out.set_index(["task", "model"]).loc[("copy", "stack")].verdict == "disagrees at convergence", case
+        assert expected in summary_line(out), (case, summary_line(out))
+    # the same for a cell stopped on its starting plateau, and the plural
+    stuck = flat | {"train_perplexity": 117.8, "left_start_at": None}
+    other = {k: (v.replace("copy", "reversal") if isinstance(v, str) else v) for k, v in stuck.items()} | {
+        "task": "reversal"}
+    sweep2 = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy", "reversal"], "models": ["stack"]}]})
+    line = summary_line(table3(runs(stuck, training, other, training | {"task": "reversal", "run_id": "r0"}), sweep2))
+    assert "2 stopped on their starting plateau (2 so far: their cells still have runs to train), 0 disagree" in line
+
+
 def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     """Stack-LSTM on copy (the paper: 0.89 / 0.94 training, 0.00 / 0.22 test) hit its cap still improving; the same
     run continued outside the profile decides the verdict, and only when it went further."""

@@ -510,14 +510,30 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
     return out
 
 
+def so_far(table: pd.DataFrame, verdict: str) -> str:
+    """" (1 so far: its cell still has runs to train)" where cells with ``verdict`` have runs not done yet (note
+    kind "unfinished": running or to go), else "". A cell judged to fall short of the paper while a survivor of its
+    search still trains is the cell so far: the survivor, once done, may be selected (§5: lowest training
+    perplexity) and turn the verdict. The headline says so beside the count, as each cell's evidence does."""
+    kinds = table.note_kinds[table.verdict == verdict].fillna("").str.split()
+    provisional = int(kinds.apply(lambda k: "unfinished" in k).sum())
+    if not provisional:
+        return ""
+    one = provisional == 1
+    return (f" ({provisional} so far: {'its cell still has' if one else 'their cells still have'} runs to "
+            "train)")
+
+
 def summary_line(table: pd.DataFrame) -> str:
-    """'N of 35 cells reproduced, M better, K budget-limited, J disagree at convergence' (+ what is missing)."""
+    """'N of 35 cells reproduced, M better, K budget-limited, J stopped on their starting plateau, I disagree at
+    convergence' (+ :func:`so_far` beside the last two, and what is missing)."""
     counts = {v: int((table.verdict == v).sum()) for v in VERDICTS}
+    start, disagree = "stopped on its starting plateau", "disagrees at convergence"
     line = (f"{counts['reproduced']} of {len(table)} cells reproduced, {counts['better']} better, "
-            f"{counts['budget-limited']} budget-limited, {counts['stopped on its starting plateau']} stopped on "
-            f"{'its' if counts['stopped on its starting plateau'] == 1 else 'their'} starting plateau, "
-            f"{counts['disagrees at convergence']} "
-            f"{'disagrees' if counts['disagrees at convergence'] == 1 else 'disagree'} at convergence")
+            f"{counts['budget-limited']} budget-limited, {counts[start]} stopped on "
+            f"{'its' if counts[start] == 1 else 'their'} starting plateau{so_far(table, start)}, "
+            f"{counts[disagree]} {'disagrees' if counts[disagree] == 1 else 'disagree'} at convergence"
+            f"{so_far(table, disagree)}")
     never_left = table[table.run_id.notna() & (table.left_start == False)]  # noqa: E712 (a column of objects)
     if len(never_left) > counts["stopped on its starting plateau"]:
         kinds = never_left.verdict.value_counts()
