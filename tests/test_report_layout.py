@@ -269,3 +269,24 @@ def test_a_convergence_figure_names_an_architecture_drawn_only_in_faint_runs(tmp
     assert build.convergence_figure("svo_sov", selected, tmp_path, tmp_path / "figure.png", runs=runs)
     labels = [text.get_text() for text in saved[0].axes[-1].get_legend().get_texts()]
     assert labels == ["Stack-LSTM: no run selected (faint)", "Queue-LSTM"]
+
+
+def test_a_length_figure_names_the_architectures_it_has_no_line_for(tmp_path, monkeypatch):
+    """The gender figure of the cpu profile: the Stack has no selected run (none finished), so it has no line, and the
+    caption says so; a figure where every architecture has its line says nothing of the kind."""
+    import pandas as pd
+
+    from pipeline.reports import build
+
+    folder = tmp_path / "queue-sel"
+    folder.mkdir()
+    (folder / "accuracy_by_length.csv").write_text("split,source_length,n,coarse,fine\n"
+                                                   "train,4,10,1.0,1.0\ntest,12,10,0.5,0.75\n")
+    selected = pd.DataFrame({"task": ["gender"], "model": ["queue"], "run_id": ["queue-sel"]})
+    saved = []
+    monkeypatch.setattr(build, "save_figure", lambda fig, path: saved.append(fig))
+    for unselected, expected in ((["stack"], "No line for the Stack-LSTM: no run selected (none finished)."),
+                                 ([], None)):
+        assert build.length_figure("gender", selected, tmp_path, tmp_path / "figure.png", unselected=unselected)
+        (caption,) = [t.get_text() for t in saved[-1].texts if t.get_text().startswith("Each point pools")]
+        assert (expected in caption) if expected else ("No line" not in caption), caption

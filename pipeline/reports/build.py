@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -290,10 +290,12 @@ def binned_accuracy(frame: pd.DataFrame, width: int = LENGTH_BIN) -> pd.DataFram
     return pd.DataFrame(rows).sort_values("middle")
 
 
-def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> bool:
+def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path, unselected: Sequence[str] = ()) -> bool:
     """Coarse (with its 95% interval) and fine accuracy against source length, over the train, test and long sets,
-    in bins of :data:`LENGTH_BIN` lengths; the caption gives the sequences a bin holds."""
+    in bins of :data:`LENGTH_BIN` lengths; the caption gives the sequences a bin holds and names the architectures
+    of the profile drawn without a line (``unselected``: no run selected, none finished)."""
     counts = []
+    missing = ", ".join(DISPLAY_NAMES.get(m, m) for m in unselected)
 
     def curves(r):
         binned = binned_accuracy(pd.read_csv(RunDir(root / r.run_id).accuracy_file))
@@ -311,7 +313,8 @@ def length_figure(task: str, selected: pd.DataFrame, root: Path, out: Path) -> b
     drawn = _panels(part, out, curves, panels, "source length (shaded: training lengths; dotted: end of test lengths)",
                     f"{TASK_TITLES[task]}: accuracy by source length", decorate=mark_windows,
                     caption=lambda: (f"Each point pools {LENGTH_BIN} source lengths: {min(counts)}–{max(counts)} "
-                                     "sequences of the cached evaluation sets." if counts else ""))
+                                     "sequences of the cached evaluation sets." if counts else "")
+                    + (f" No line for the {missing}: no run selected (none finished)." if missing else ""))
     return drawn
 
 
@@ -1071,7 +1074,8 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         if convergence_figure(task, selected, root, path, runs[runs.state.isin(DONE)], references[task]):
             figures.append((task, "convergence", path.name))
         path = out_dir / f"length_{task}.png"
-        if length_figure(task, selected, root, path):
+        in_profile = table[(table.task == task) & table.in_profile]
+        if length_figure(task, selected, root, path, unselected=list(in_profile[in_profile.run_id.isna()].model)):
             figures.append((task, "length", path.name))
 
     far = far_lengths_table(selected, root, out_dir)
