@@ -22,9 +22,10 @@ from pipeline.tasks import LENGTH_DISTRIBUTIONS, PAPER_TASK_NAMES, SPLITS, get_t
 
 
 @pytest.fixture(scope="module")
-def full_cache(tmp_path_factory):
-    """Every set of the paper's tasks (the default), generated once for this module (a few seconds)."""
-    cache_dir = tmp_path_factory.mktemp("data_cache")
+def full_cache(cache_dir):
+    """Every set of the paper's tasks (the default), in the session's shared cache: generated here where no other test
+    has generated it yet, verified on load where one has (both paths fill the cache with the same sets; the tests
+    below only read them, and generation itself is tested on private folders)."""
     labels = []
     sets = generate_eval_sets(cache_dir=cache_dir, progress=labels.append)
     return cache_dir, sets, labels

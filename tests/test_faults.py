@@ -298,6 +298,7 @@ def test_asking_for_cuda_without_one_is_a_one_line_error(tmp_path):
         assert result.exit_code == 2 and "torch sees no CUDA device" in result.output, result.output
 
 
+@pytest.mark.slow  # the default suite: a SIGKILLed sweep above, a SIGTERMed single run (test_probe.py)
 def test_a_sigterm_stops_a_sweep_with_143_and_lists_its_unfinished_runs(tmp_path):
     """Issue 35, fault 6: SIGTERM on a sweep exited 130 (SIGINT's status) without a word on its runs. One worker:
     the run it trains is interrupted and waited for, the other still pending (test_a_sigkilled_sweep_... above has

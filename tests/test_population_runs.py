@@ -69,7 +69,9 @@ def assert_same_numbers(rows, expected, rel):
                 assert float(row[key]) == pytest.approx(float(want[key]), rel=rel, abs=1e-12), (row["step"], key)
 
 
-@pytest.mark.parametrize("static_shapes", [False, True])
+# static shapes (a GPU's captured step, eager here) is `slow`: test_a_captured_population_refills_a_stopped_
+# members_slot_in_place holds its slot refill in the default suite
+@pytest.mark.parametrize("static_shapes", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_runs_of_the_synthetic_and_the_itg_tasks_share_one_population_and_write_their_runs(tmp_path, static_shapes,
                                                                                           alone):
     """One architecture's copy, gender and SVO->SOV runs are one population (their vocabularies padded to the
@@ -113,6 +115,7 @@ def test_every_member_writes_the_run_its_single_run_writes(tmp_path, model, alon
         assert {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()} == names
 
 
+@pytest.mark.slow  # held in the default suite by test_a_population_equals_its_runs_alone_in_every_clip_mode_...[False]
 def test_on_a_cpu_members_take_their_single_runs_steps_and_write_their_logs_byte_for_byte(tmp_path, alone):
     """Not batched (a CPU's default: batching members buys an arithmetic-bound CPU nothing), each member takes its
     single run's own step in turn: its metrics.csv is its single run's, byte for byte."""
@@ -187,7 +190,10 @@ train_population(configs, [Path(d) for d in spec["dirs"]], batched=True, static_
 """
 
 
-@pytest.mark.parametrize("model", ["lstm1", pytest.param("stack", marks=pytest.mark.slow)])  # the Stack: ~1 min
+# `slow` (~13 CPU-s for the LSTM, ~1 min for the Stack); the default suite holds its parts: a single run killed and
+# resumed (test_training.py), a member's checkpoint resumed (test_a_single_run_resumes_a_members_checkpoint)
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["lstm1", "stack"])
 def test_a_population_killed_and_run_again_equals_its_uninterrupted_twin(tmp_path, model):
     """kill -9 mid-run (after the members' evaluation at batch 30, at their checkpoints at batch 40 or later), run
     again: every member resumes from its own last.ckpt and ends with the metrics.csv and results of the twin that was
@@ -370,7 +376,8 @@ def test_one_members_failure_in_its_monitor_is_its_own(tmp_path, monkeypatch):
     assert monitor._close_window(None, 10)["train/perplexity"] == math.inf
 
 
-@pytest.mark.parametrize("batched", [False, True])
+# batched is `slow`: test_population.py checks the batched step in float64, each architecture, quickly
+@pytest.mark.parametrize("batched", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_population_equals_its_runs_alone_in_every_clip_mode_with_an_itg_member_and_one_that_turns_nan(
         tmp_path, monkeypatch, batched, alone):
     """Three runs of one architecture trained as one population: clipping by value and by norm (members differ in
