@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 from unrendered import unrender_figures
@@ -57,3 +58,27 @@ def figures_unrendered(monkeypatch):
     or its refusals, never its pixels. Rendering costs a second a figure; it keeps its own tests, which render real
     figures (tests/test_report_layout.py's first report, test_inspection.py, test_demo.py, test_cli.py)."""
     unrender_figures(monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def _finished_tiny_original(tmp_path_factory, cache_dir):
+    """``tiny(max_batches=20)`` trained to its end once per process (tests/tiny.py); copied by :func:`finished_tiny`."""
+    from tiny import tiny
+
+    from pipeline.training.run import train
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
+        folder = tmp_path_factory.mktemp("finished-tiny") / "run"
+        train(tiny(max_batches=20), folder, progress=False)
+    return folder
+
+
+@pytest.fixture
+def finished_tiny(tmp_path, _finished_tiny_original):
+    """A finished 20-batch ``tiny()`` run of this test's own, at ``tmp_path / "run"``: a copy of one trained once, for
+    the tests that damage or extend a finished run (what they hold is what is done to its files, not its training,
+    which tests/test_faults.py's same-seed test holds for two runs trained afresh)."""
+    import shutil
+
+    return Path(shutil.copytree(_finished_tiny_original, tmp_path / "run"))

@@ -119,13 +119,12 @@ def test_a_finished_run_is_extended_by_raising_its_budget(tmp_path):
     assert longer["train_perplexity"] == twin["train_perplexity"]
 
 
-def test_a_run_is_admitted_with_one_read_of_its_checkpoint(tmp_path, monkeypatch):
+def test_a_run_is_admitted_with_one_read_of_its_checkpoint(finished_tiny, monkeypatch):
     """Extending a finished run, and resuming an interrupted one, each read ``last.ckpt`` once before training (the
     check that it is this run's is made on that one read)."""
     from pipeline.training import runlife
 
-    run_dir = tmp_path / "run"
-    train(tiny(max_batches=20), run_dir, progress=False)
+    run_dir = finished_tiny
     reads, real = [], runlife.read_checkpoint
     monkeypatch.setattr(runlife, "read_checkpoint", lambda path, *args, **kw: reads.append(path) or real(path, *args,
                                                                                                          **kw))

@@ -12,8 +12,11 @@ def private_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
 
 
-# a unit a test (a single run, or a population's members): the units spread over the suite's processes
-@pytest.mark.parametrize("unit", UNITS)
+# a unit a test (a single run, or a population's members): the units spread over the suite's processes. The members
+# stepped one after another (~11 CPU-s) are `slow`: in the default suite, test_population_runs.py's clip-mode test
+# holds that such members write their single runs' logs byte for byte, and the single runs here hold those bytes
+@pytest.mark.parametrize("unit", [pytest.param(u, marks=pytest.mark.slow) if u == "one-after-another" else u
+                                  for u in UNITS])
 def test_every_runs_metrics_are_the_bytes_the_loop_wrote_before_its_refactor(unit, tmp_path):
     for case, folder in train_unit(unit, tmp_path).items():
         assert_guarded((folder / "metrics.csv").read_text(), case)

@@ -251,10 +251,10 @@ def sweep_profile(tmp_path, population, seeds=(0, 1)):
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_sweep_packs_the_runs_that_share_a_model_into_populations(tmp_path):
-    """`population: 3` over 4 LSTM and 4 Stack runs: a job per model (never a mixed one), its 4 runs trained 3 at a
-    time, every run finished, each naming the population it trained in. The SLURM route packs with the same
-    function (test_sweep.py's test_slurm_route_... trains a population through submitit)."""
-    from pipeline.sweep import load_sweep, run_local
+    """`population: 3` over 4 LSTM and 4 Stack runs: a job per model (never a mixed one) of its 4 runs, to be trained
+    3 at a time (trained below, `slow`). The SLURM route packs with the same function (test_sweep.py's
+    test_slurm_route_... trains a population through submitit, in the default suite)."""
+    from pipeline.sweep import load_sweep
     from pipeline.sweep.grid import pack
     from pipeline.sweep.status import planned_runs
 
@@ -265,6 +265,14 @@ def test_a_sweep_packs_the_runs_that_share_a_model_into_populations(tmp_path):
     assert all(len({configs[d].model.name for d in job}) == 1 for job in jobs)
     assert pack(list(configs), configs, None) == [(d,) for d in configs]
 
+
+@pytest.mark.slow  # ~10 CPU-s; the SLURM route's test trains a packed population through a sweep by default
+@pytest.mark.usefixtures("in_process_pool")
+def test_a_sweeps_packed_populations_train_every_run_each_naming_its_population(tmp_path):
+    """The packing above, trained by the pool's route: every run finished, each naming the population it trained in."""
+    from pipeline.sweep import load_sweep, run_local
+
+    sweep = load_sweep(sweep_profile(tmp_path, population=3))
     statuses = run_local(sweep, tmp_path / "runs", echo=lambda _: None)
     assert [s.state for s in statuses] == ["finished"] * 8
     named = {tuple(json.loads((s.run_dir / "results.json").read_text()).get("population", [s.run_dir.name]))

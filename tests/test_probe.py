@@ -309,11 +309,10 @@ def test_a_reports_made_by_line_remakes_that_report(runs_copy, tmp_path):
 # -- row 5: a checkpoint a kill left unreadable is named, with the way out ------------------------------------------
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint at all"])
-def test_an_unreadable_checkpoint_is_named_with_restart_suggested(content, tmp_path):
+def test_an_unreadable_checkpoint_is_named_with_restart_suggested(content, finished_tiny):
     from pipeline.rundir import DamagedRun
 
-    run_dir = tmp_path / "run"
-    train(tiny(max_batches=20), run_dir, progress=False)
+    run_dir = finished_tiny
     (run_dir / "results.json").unlink()  # as if killed before the end
     (run_dir / "checkpoints" / "last.ckpt").write_bytes(content)
     with pytest.raises(DamagedRun, match=r"last.ckpt: not a readable checkpoint .*--restart --run-dir"):
@@ -679,9 +678,8 @@ def folder_snapshot(run_dir):
 
 
 @pytest.mark.parametrize("loss", ["archived", "deleted", "truncated"])
-def test_extending_a_run_without_a_usable_checkpoint_changes_nothing(tmp_path, loss):
-    run_dir = tmp_path / "run"
-    train(tiny(max_batches=20), run_dir, progress=False)
+def test_extending_a_run_without_a_usable_checkpoint_changes_nothing(finished_tiny, loss):
+    run_dir = finished_tiny
     last = run_dir / "checkpoints" / "last.ckpt"
     if loss == "archived":  # restored from an archive: no checkpoints at all
         import shutil
@@ -700,9 +698,8 @@ def test_extending_a_run_without_a_usable_checkpoint_changes_nothing(tmp_path, l
     assert RunDir(run_dir).state() == "finished"
 
 
-def test_a_finished_run_whose_config_was_edited_is_named_and_left_alone(tmp_path):
-    run_dir = tmp_path / "run"
-    train(tiny(max_batches=20), run_dir, progress=False)
+def test_a_finished_run_whose_config_was_edited_is_named_and_left_alone(tmp_path, finished_tiny):
+    run_dir = finished_tiny
     config = run_dir / "config.yaml"
     config.write_text(config.read_text().replace("hidden: 8", "hidden: 16"))
     before = folder_snapshot(run_dir)

@@ -33,7 +33,10 @@ def metric_rows(run_dir):
         return list(csv.DictReader(f))
 
 
-@pytest.mark.parametrize("model", MODEL_NAMES)
+# the JM stack's (~6 CPU-s) is `slow`: test_inspection.py trains it on the same loop, and test_baseline_models.py
+# checks its update against its literal one
+@pytest.mark.parametrize("model", [pytest.param(m, marks=pytest.mark.slow) if m == "jm_stack" else m
+                                   for m in MODEL_NAMES])
 def test_every_model_learns_on_the_real_training_loop(model, tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     results = train(tiny_config(model), run_dir, cache_dir=cache_dir, progress=False)
