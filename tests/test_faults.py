@@ -3,6 +3,7 @@ says what is unfinished; a run that lost its checkpoint refuses to start over si
 any budget ends evaluated; a finished run can be extended; same seed, same metrics file."""
 
 import dataclasses
+import json
 import os
 import shutil
 import signal
@@ -82,9 +83,8 @@ def test_a_sigkilled_sweep_takes_its_workers_with_it_and_the_rerun_reports_unfin
     assert {s.state for s in sweep_status(load_sweep(path), runs)} == {"finished"}
 
 
-def test_a_run_that_lost_its_checkpoint_is_refused_unless_restarted(tmp_path):
-    config = tiny(max_batches=20)
-    train(config, tmp_path / "run", progress=False)
+def test_a_run_that_lost_its_checkpoint_is_refused_unless_restarted(tmp_path, finished_tiny):
+    config = tiny(max_batches=20)  # finished_tiny's
     (tmp_path / "run" / "results.json").unlink()
     (tmp_path / "run" / "checkpoints" / "last.ckpt").unlink()
     with pytest.raises(ConfigError, match=r"has logged 20 batches .* checkpoints/last.ckpt is missing.*--restart"):
@@ -107,8 +107,8 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_from_batch_0(tmp
     assert (tmp_path / "run" / "metrics.csv").read_text() == twin
 
 
-def test_a_finished_run_is_extended_by_raising_its_budget(tmp_path):
-    first = train(tiny(max_batches=20), tmp_path / "run", progress=False)
+def test_a_finished_run_is_extended_by_raising_its_budget(tmp_path, finished_tiny):
+    first = json.loads((finished_tiny / "results.json").read_text())  # a finished 20-batch run
     assert train(tiny(max_batches=10), tmp_path / "run", progress=False) == first  # covered: nothing trains
     longer = train(tiny(max_batches=30), tmp_path / "run", progress=False)
     assert longer["batches"] == 30 and (tmp_path / "run" / "results.20.json").is_file()
