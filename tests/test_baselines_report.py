@@ -29,8 +29,8 @@ TABLE_HEADER = ("| task | model | lr | seeds done / in grid | learned | not lear
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("data_cache")
+def cache(cache_dir):
+    return cache_dir  # the session's shared cache (conftest.py): the copy sets are generated once for every module
 
 
 @pytest.fixture(autouse=True)
