@@ -189,7 +189,7 @@ def test_a_cell_whose_run_never_left_its_start_does_not_disagree_at_convergence(
                                     "starting plateau (1 budget-limited); 34 not in this profile.")
 
 
-def test_a_cell_that_falls_short_while_a_survivor_trains_is_counted_as_so_far():
+def test_a_cell_that_falls_short_while_a_survivor_trains_is_counted_as_so_far(tmp_path, monkeypatch):
     """The SVO->SOV Stack of the cpu profile: one seed flat at perplexity 9.6 (disagrees), its twin still training.
     The headline counts the cell "so far"; with the twin done (whichever wins) or absent, it does not."""
     sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["stack"]}]})
@@ -202,10 +202,21 @@ def test_a_cell_that_falls_short_while_a_survivor_trains_is_counted_as_so_far():
              "alone": (runs(flat), ", 1 disagrees at convergence;"),
              "survivor done": (runs(flat, training | {"state": "finished", "stop_reason": "plateau"}),
                                ", 1 disagrees at convergence;")}
+    from pipeline.reports import table3 as module
+
+    figures = []
+    monkeypatch.setattr(module, "save_figure", lambda fig, path: figures.append(fig))
     for case, (table, expected) in cases.items():
         out = table3(table, sweep)
         assert out.set_index(["task", "model"]).loc[("copy", "stack")].verdict == "disagrees at convergence", case
         assert expected in summary_line(out), (case, summary_line(out))
+        if case not in ("survivor running", "survivor done"):
+            continue
+        # the Table 3 figure's cell says it too
+        assert module.table3_figure(out, tmp_path / "table3.png", {t: t for t in out.task.unique()})
+        words = {t.get_text() for ax in figures[-1].axes for t in ax.texts}
+        assert ("disagrees, so far" in words) == ("so far" in expected), (case, words)
+        assert ("disagrees" in words) == ("so far" not in expected), case
     # the same for a cell stopped on its starting plateau, and the plural
     stuck = flat | {"train_perplexity": 117.8, "left_start_at": None}
     other = {k: (v.replace("copy", "reversal") if isinstance(v, str) else v) for k, v in stuck.items()} | {

@@ -510,13 +510,22 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
     return out
 
 
+# The verdicts that say a cell falls short of the paper: judged while runs of the cell still train, they are the
+# cell so far (:func:`judged_so_far`), and the headline and the Table 3 figure say so.
+SHORT_OF_THE_PAPER = ("stopped on its starting plateau", "disagrees at convergence")
+
+
+def judged_so_far(row) -> bool:
+    """Whether a Table 3 row falls short of the paper (:data:`SHORT_OF_THE_PAPER`) while its cell has runs not done
+    yet (note kind "unfinished": running or to go). Such a survivor, once done, may be selected (§5: lowest training
+    perplexity) and turn the verdict."""
+    return row.verdict in SHORT_OF_THE_PAPER and "unfinished" in str(row.note_kinds).split()
+
+
 def so_far(table: pd.DataFrame, verdict: str) -> str:
-    """" (1 so far: its cell still has runs to train)" where cells with ``verdict`` have runs not done yet (note
-    kind "unfinished": running or to go), else "". A cell judged to fall short of the paper while a survivor of its
-    search still trains is the cell so far: the survivor, once done, may be selected (§5: lowest training
-    perplexity) and turn the verdict. The headline says so beside the count, as each cell's evidence does."""
-    kinds = table.note_kinds[table.verdict == verdict].fillna("").str.split()
-    provisional = int(kinds.apply(lambda k: "unfinished" in k).sum())
+    """" (1 so far: its cell still has runs to train)" where cells with ``verdict`` are :func:`judged_so_far`, else
+    "": the headline says so beside the count, as each cell's evidence does."""
+    provisional = sum(judged_so_far(r) for r in table[table.verdict == verdict].itertuples())
     if not provisional:
         return ""
     one = provisional == 1
@@ -763,8 +772,9 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
             colour = VERDICT_COLOURS.get(r.verdict, "black")
             ax.text(j + 0.5, i + 0.4, VERDICT_MARKS[r.verdict], ha="center", va="center", fontsize=24,
                     weight="bold", color=colour)
-            ax.text(j + 0.5, i + 0.82, VERDICT_WORDS.get(r.verdict, r.verdict), ha="center", va="center",
-                    fontsize=9.5, color=colour)
+            provisional = judged_so_far(r)  # runs of the cell still train: the cell so far
+            ax.text(j + 0.5, i + 0.82, VERDICT_WORDS.get(r.verdict, r.verdict) + (", so far" if provisional else ""),
+                    ha="center", va="center", fontsize=8 if provisional else 9.5, color=colour)
     frame(ax, "Verdict: judged on all four values,\ntraining and test, coarse and fine (table3.md)")
 
     key = grid[1][1]
