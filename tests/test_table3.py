@@ -226,6 +226,24 @@ def test_a_cell_that_falls_short_while_a_survivor_trains_is_counted_as_so_far(tm
     assert "2 stopped on their starting plateau (2 so far: their cells still have runs to train), 0 disagree" in line
 
 
+def test_the_evidence_says_where_a_run_was_read_when_its_selected_checkpoint_is_not_its_end():
+    """The SVO->SOV Stack's seed 1: plateaued at 62,500 (perplexity 9.58 in its last window), read at batch 17,500,
+    where its training accuracy peaked (perplexity 14.88): its evidence names both. A run read at its end, or one whose
+    results predate the selected step, reads as before."""
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["stack"]}]})
+    flat = run(1, 14.88, 0.0, model="stack", task="copy", stop="plateau", train=0.0, batches=62500,
+               left_start_at=3000) | {"start_perplexity": 128.0}
+    for changes, expected in (
+            ({"selected_step": 17500, "end_perplexity": 9.58},
+             "stopped at batch 62,500, training perplexity 14.88 at its selected checkpoint (batch 17,500, the best "
+             "training accuracy), 9.58 at its end"),
+            ({"selected_step": 62500, "end_perplexity": 9.58}, "stopped at batch 62,500, training perplexity 14.88"),
+            ({}, "stopped at batch 62,500, training perplexity 14.88")):
+        evidence = table3(runs(flat | changes), sweep).set_index(["task", "model"]).loc[("copy", "stack")].evidence
+        assert expected in evidence, evidence
+        assert ("selected checkpoint" in evidence) == ("selected_step" in changes and changes["selected_step"] < 62500)
+
+
 def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     """Stack-LSTM on copy (the paper: 0.89 / 0.94 training, 0.00 / 0.22 test) hit its cap still improving; the same
     run continued outside the profile decides the verdict, and only when it went further."""

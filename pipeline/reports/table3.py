@@ -84,10 +84,10 @@ EVIDENCE_KINDS = {
                   "`reports/experiments/`): the verdict is judged where the continuation ended."),
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
-               "stop_reason", "train_perplexity", *METRICS, "learned", "still_improving", "trend_batches",
-               "trend_tolerance", "trend_fall", "test_coarse_by_length", "start_perplexity", "left_start_at", "start",
-               "provenance", "machine", "earlier_draws", "unconfirmed_plateau", "halved", "ablation_of", "run_id",
-               "commit"]
+               "stop_reason", "train_perplexity", "selected_step", "end_perplexity", *METRICS, "learned",
+               "still_improving", "trend_batches", "trend_tolerance", "trend_fall", "test_coarse_by_length",
+               "start_perplexity", "left_start_at", "start", "provenance", "machine", "earlier_draws",
+               "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
 TABLE3_COLUMNS = (
     ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
@@ -129,6 +129,8 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    cap=caps.get(run.run_id(), run.training.max_batches), state=status.state,
                    batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
+                   # the checkpoint its four values and train_perplexity are read at, and its last window's perplexity
+                   selected_step=math.nan, end_perplexity=perplexities[-1] if perplexities else math.nan,
                    **{m: math.nan for m in METRICS}, learned=False,
                    # the plateau rule's own trend check over its own window (stopping.still_falling): the report says
                    # the batches each half covers and the tolerance
@@ -152,6 +154,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         if results is not None:
             row.update(batches=results["batches"], stop_reason=stop_reason(results),
                        train_perplexity=results["train_perplexity"], commit=results.get("commit", ""),
+                       selected_step=results.get("selected_step", math.nan),
                        provenance=provenance_flags(results), machine=machine_label(results),
                        # trained again from batch 0 (on another machine kind, another draw): the draws it replaced
                        earlier_draws=len(RunDir(status.run_dir).read_earlier_draws()),
@@ -327,6 +330,10 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     pruned = int((cell.state == "pruned").sum())
     stop = selected.stop_reason
     ppl = f"training perplexity {selected.train_perplexity:.4g}"
+    step, end = selected.get("selected_step", math.nan), selected.get("end_perplexity", math.nan)
+    if pd.notna(step) and int(step) < int(selected.batches):  # read before its end: say where, and where it ended
+        ppl += (f" at its selected checkpoint (batch {int(step):,}, the best training accuracy)"
+                + (f", {end:.4g} at its end" if pd.notna(end) else ""))
     span = f"{int(selected.trend_batches):,}"
     fall = selected.get("trend_fall", math.nan)
     if stop == "pruned":
