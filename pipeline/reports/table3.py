@@ -781,7 +781,7 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
                     weight="bold", color=colour)
             provisional = judged_so_far(r)  # runs of the cell still train: the cell so far
             ax.text(j + 0.5, i + 0.82, VERDICT_WORDS.get(r.verdict, r.verdict) + (", so far" if provisional else ""),
-                    ha="center", va="center", fontsize=8 if provisional else 9.5, color=colour)
+                    ha="center", va="center", fontsize=7 if provisional else 9.5, color=colour)
     frame(ax, "Verdict: judged on all four values,\ntraining and test, coarse and fine (table3.md)")
 
     key = grid[1][1]
@@ -794,6 +794,9 @@ def table3_figure(table: pd.DataFrame, out: Path, titles: dict[str, str]) -> boo
         key.text(0.06, k + 1.2, VERDICT_MARKS[verdict], fontsize=22, weight="bold", color=colour, ha="center",
                  va="center")
         key.text(0.12, k + 1.2, verdict, fontsize=13, color=colour, va="center")
+    if any(judged_so_far(r) for r in table.itertuples()):
+        key.text(0.12, len(VERDICTS) + 0.7, "“…, so far”: runs of the cell still train, and one may turn it",
+                 fontsize=10.5, color="#444444", va="center")
     key.text(0.03, len(VERDICTS) + 1.5, "Colour (top panels)", fontsize=12, weight="bold", va="center")
     key.text(0.03, len(VERDICTS) + 2.7,
              f"ours − the paper's on that panel's value alone: red, ours below; blue, above;\nwhite, within "
