@@ -44,13 +44,13 @@ def test_an_unknown_optimizer_is_refused_in_one_line_naming_it_and_the_allowed_o
 
 
 def test_an_adam_run_lowers_its_loss_and_resumes_from_its_checkpoint_bit_for_bit(tmp_path):
-    """Adam's moments travel in the checkpoint: a run trained to 40 batches, then extended to 60, logs what one
-    trained straight to 60 logs; and it learns (its last perplexity window below its first)."""
+    """Adam's moments travel in the checkpoint: a run trained to 20 batches, then extended to 40, logs what one
+    trained straight to 40 logs; and it learns (its last perplexity window below its first)."""
     from pipeline.training.run import train
 
-    config = with_optimizer(golden_config("queue-copy-value"), "adam")
+    config = with_optimizer(golden_config("queue-copy-value", max_batches=40), "adam")
     train(config, tmp_path / "straight", progress=False)
-    train(with_optimizer(golden_config("queue-copy-value", max_batches=40), "adam"), tmp_path / "halted",
+    train(with_optimizer(golden_config("queue-copy-value", max_batches=20), "adam"), tmp_path / "halted",
           progress=False)
     train(config, tmp_path / "halted", progress=False)
     straight = (tmp_path / "straight" / "metrics.csv").read_text()
