@@ -250,17 +250,37 @@ def test_wandb_ids_follow_the_run_directory_not_the_budget(tmp_path):
     assert "." not in a
 
 
+def test_the_time_left_weighs_each_measured_process_by_its_batches_and_waits_for_enough_of_them(tmp_path):
+    """The cpu profile's sweep said "at most ~132 h left" for about 45: the first Stack process it measured had resumed
+    a run for its last 500 batches, so its wall time was mostly its start and final evaluation (2 s a batch against
+    0.3). Processes weigh by the batches they trained, and price a model only once they have trained 2,000; until
+    then, its finished runs' own rates do."""
+    config = tiny(max_batches=10_000)
+    done = tmp_path / "done"
+    done.mkdir()
+    (done / "results.json").write_text(json.dumps({"batches": 10_000, "train_perplexity": 5.0, "train_coarse": 0.0,
+                                                   "test_coarse": 0.0, "train_seconds": 2800.0, "eval_seconds": 200.0}))
+    statuses = [RunStatus(config, done, "finished", 10_000, 2800.0),
+                RunStatus(config, tmp_path / "a", "pending", 0, 0.0)]
+    key = rate_key(config)
+    short = (1000.0, 500)  # 2 s a batch: start-up and final evaluation over 500 batches
+    assert estimate_seconds_left(statuses, 1, {key: [short]}) == pytest.approx(10_000 * 0.3)  # the run's rate
+    long = (3000.0, 10_000)
+    assert estimate_seconds_left(statuses, 1, {key: [short, long]}) == pytest.approx(10_000 * 4000 / 10_500)
+    assert estimate_seconds_left(statuses, 1, {key: [long]}) == pytest.approx(10_000 * 0.3)
+
+
 def test_progress_counts_this_sweeps_own_workers_and_estimates_from_measured_runs(tmp_path):
     config = tiny(max_batches=100)
     statuses = [RunStatus(config, tmp_path / "a", "running", 0, 0.0),
                 RunStatus(config, tmp_path / "b", "pending", 0, 0.0)]
-    measured = {rate_key(config): [0.5]}
+    measured = {rate_key(config): [(1000.0, 2000)]}  # a process's wall seconds and batches: 0.5 s a batch
     assert summary(statuses, 2, measured).startswith("0 finished, 1 running, 0 failed, 1 to go")
     assert estimate_seconds_left(statuses, 2, measured) == pytest.approx(200 * 0.5 / 2)
     # a rate is the model's at its size: another size of the same model is priced apart
     wider = dataclasses.replace(config, model=dataclasses.replace(config.model, hidden=config.model.hidden * 2))
     statuses.append(RunStatus(wider, tmp_path / "c", "pending", 0, 0.0))
-    assert estimate_seconds_left(statuses, 2, {**measured, rate_key(wider): [2.0]}) == pytest.approx(
+    assert estimate_seconds_left(statuses, 2, {**measured, rate_key(wider): [(4000.0, 2000)]}) == pytest.approx(
         (200 * 0.5 + 100 * 2.0) / 2)
     data = {"name": "x", "defaults": {"model": {"memory_width": 4, "embedding": 4}},
             "grid": [{"tasks": ["reversal"], "models": ["stack"], "hidden": [8]}]}

@@ -63,7 +63,7 @@ def test_the_time_left_counts_the_later_rungs_a_bracket_may_still_train(tmp_path
     statuses = sweep_status(load_sweep(path), tmp_path / "runs")
     assert [s.batches_left for s in statuses] == [10] * 8
     assert sum(s.batches_later for s in statuses) == pytest.approx(80)
-    rates = {rate_key(statuses[0].config): [0.5]}
+    rates = {rate_key(statuses[0].config): [(1000.0, 2000)]}  # 0.5 s a batch
     assert estimate_seconds_left(statuses, 2, rates) == pytest.approx((8 * 10 + 80) * 0.5 / 2)
 
 

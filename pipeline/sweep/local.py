@@ -65,7 +65,8 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     gpu_of: dict[subprocess.Popen, str | None] = {}  # each worker sees one GPU (as cuda:0), the least busy
     if gpus:
         echo(f"  workers spread over GPU(s) {', '.join(gpus)}: each sees one (CUDA_VISIBLE_DEVICES)")
-    measured: dict[str, list[float]] = {}  # model and size -> wall seconds per (member-)batch of whole worker processes
+    # model and size -> (wall seconds, (member-)batches trained) of each whole worker process: status.estimate_...
+    measured: dict[str, list[tuple[float, int]]] = {}
     logs = {}
     dies_with_sweep = die_with_parent()  # run in each child between fork and exec
 
@@ -105,7 +106,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 done = sum(status.batches_done for status in statuses)
                 if done > before:
                     measured.setdefault(rate_key(statuses[0].config), []).append(
-                        (time.monotonic() - started) / (done - before))
+                        (time.monotonic() - started, done - before))
                 for status in statuses:
                     if child.returncode == UNRECORDED_EXIT:
                         why = full_disk(status.run_dir) or f"see {RunDir(status.run_dir).log_file}"

@@ -97,7 +97,8 @@ def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[
     return out
 
 
-def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[float]] | None = None) -> str:
+def summary(statuses: list[RunStatus], workers: int, measured: dict[str, list[tuple[float, int]]] | None = None
+            ) -> str:
     """'12 finished, 2 running, 0 failed, 21 to go; at most ~1.4 h left' (early stops make it an upper bound);
     pruned and damaged runs are counted when there are any."""
     counts = Counter(s.state for s in statuses)
@@ -117,16 +118,37 @@ def rate_key(config: RunConfig) -> str:
     return f"{config.model.name} h{config.model.hidden}"
 
 
+# The batches this sweep's worker processes must have trained, for a model and size, before their rate prices it: a
+# process's start and final evaluation (2,000 cached sequences and the far bands) cost what a few hundred to a few
+# thousand batches do, so a short one (a run resumed for its last 500 batches) measures mostly them. The cpu profile's
+# sweep once said "at most ~132 h left" for ~45 from one such process.
+MIN_MEASURED_BATCHES = 2_000
+
+
+def measured_rate(processes: list[tuple[float, int]]) -> float | None:
+    """Wall seconds per batch over this sweep's worker processes (wall seconds, batches trained) of one model and size:
+    their total time over their total batches, so that each weighs by what it trained; None below
+    :data:`MIN_MEASURED_BATCHES`."""
+    batches = sum(b for _, b in processes)
+    return sum(s for s, _ in processes) / batches if batches >= MIN_MEASURED_BATCHES else None
+
+
 def estimate_seconds_left(statuses: list[RunStatus], workers: int,
-                          measured: dict[str, list[float]] | None = None) -> float | None:
+                          measured: dict[str, list[tuple[float, int]]] | None = None) -> float | None:
     """Batches left (with successive halving's later rungs: ``RunStatus.batches_later``) × wall seconds per batch /
-    workers, per model. The rate is, in order of preference: measured by
-    this sweep over whole worker processes (start-up, training, evaluation, final evaluation: ``measured``, seconds
-    per batch trained); else over finished runs' training and evaluation; else running runs' training so far. Rates
-    are kept per model and size (:func:`rate_key`); one with none is priced at the mean of all."""
-    per_model: dict[str, list[float]] = {key: list(rates) for key, rates in (measured or {}).items() if rates}
+    workers, per model. The rate is, in order of preference: measured by this sweep over whole worker processes
+    (start-up, training, evaluation, final evaluation: ``measured``, each process's wall seconds and batches trained;
+    :func:`measured_rate`, once they have trained enough); else over finished runs' training and evaluation; else
+    running runs' training so far. Rates are kept per model and size (:func:`rate_key`); one with none is priced at
+    the mean of all."""
+    per_model: dict[str, list[float]] = {}
+    for key, processes in (measured or {}).items():
+        rate = measured_rate(processes)
+        if rate is not None:
+            per_model[key] = [rate]
+    from_this_sweep = set(per_model)
     for s in statuses:
-        if rate_key(s.config) in (measured or {}):
+        if rate_key(s.config) in from_this_sweep:
             continue
         if s.state in DONE:
             r = RunDir(s.run_dir).read_results()
