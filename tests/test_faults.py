@@ -265,9 +265,9 @@ def test_the_time_left_weighs_each_measured_process_by_its_batches_and_waits_for
     key = rate_key(config)
     short = (1000.0, 500)  # 2 s a batch: start-up and final evaluation over 500 batches
     assert estimate_seconds_left(statuses, 1, {key: [short]}) == pytest.approx(10_000 * 0.3)  # the run's rate
-    long = (3000.0, 10_000)
-    assert estimate_seconds_left(statuses, 1, {key: [short, long]}) == pytest.approx(10_000 * 4000 / 10_500)
-    assert estimate_seconds_left(statuses, 1, {key: [long]}) == pytest.approx(10_000 * 0.3)
+    long = (4000.0, 10_000)  # 0.4 s a batch: this machine, now, slower than the finished run's 0.3
+    assert estimate_seconds_left(statuses, 1, {key: [long]}) == pytest.approx(10_000 * 0.4)
+    assert estimate_seconds_left(statuses, 1, {key: [short, long]}) == pytest.approx(10_000 * 5000 / 10_500)
 
 
 def test_progress_counts_this_sweeps_own_workers_and_estimates_from_measured_runs(tmp_path):
