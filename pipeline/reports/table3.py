@@ -551,7 +551,7 @@ def summary_line(table: pd.DataFrame) -> str:
             f"{counts[disagree]} {'disagrees' if counts[disagree] == 1 else 'disagree'} at convergence"
             f"{so_far(table, disagree)}")
     never_left = table[table.run_id.notna() & (table.left_start == False)]  # noqa: E712 (a column of objects)
-    if len(never_left) > counts["stopped on its starting plateau"]:
+    if len(never_left) > counts[start]:
         kinds = never_left.verdict.value_counts()
         many = len(never_left) != 1
         line += (f"; {len(never_left)} selected run{'s' if many else ''} never left {'their' if many else 'its'} "
