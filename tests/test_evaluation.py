@@ -100,7 +100,7 @@ def test_teacher_forced_scores_equal_greedy_decoding(name):
     model.eval()
     rng = np.random.default_rng(1)
     pairs, expected = [], []
-    for source_pair in task.sample_batch(rng, "train", 40):
+    for source_pair in task.sample_batch(rng, "train", 24):
         output, ended, _ = _greedy_output(model, source_pair.source, vocab, limit=len(source_pair.source) + 8)
         if ended and rng.random() < 0.3:
             pairs.append(Pair(source_pair.source, tuple(output)))
