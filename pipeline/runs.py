@@ -16,7 +16,7 @@ from pipeline.config import ConfigError, RunConfig
 from pipeline.files import atomic_write_bytes, current_umask, staging_folder
 from pipeline.rundir import ARCHIVED_FILES, ARCHIVED_GLOBS, DONE, STATES, DamagedRun, RunDir, stop_reason
 from pipeline.sweep.status import halved_state, planned_runs, run_state
-from pipeline.training.results import last_logged, logged_rows
+from pipeline.training.results import TRAIN_PERPLEXITY, last_logged, logged_rows, logged_values
 
 RUN_STATES = STATES  # one vocabulary: what `runs --status` filters on is what `sweep --status` and reports print
 COLUMNS = ["id", "task", "model", "hidden", "lr", "seed", "status", "batches", "train_perplexity", "train_coarse",
@@ -227,8 +227,9 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
     """Copy every interrupted run of ``profile`` (it trained, stopped short of its budget, and no process holds it)
     that has a checkpoint to resume from to ``dest/<run id>/`` with its checkpoints, so that it resumes elsewhere;
     likewise every run that successive halving may still extend (:func:`awaits_its_rung`: finished at a rung its
-    bracket has not decided, or past a rung it won, short of its cap), which would otherwise be trained again from
-    batch 0 to go on; both as :func:`worth_its_checkpoints` says (a stint cut short however short it was; a run that
+    bracket has not decided, or past a rung it won, short of its cap), and every memory model's run that its cap
+    stopped still falling (:func:`capped_still_falling`: a cap to be raised), which would otherwise be trained again
+    from batch 0 to go on; all as :func:`worth_its_checkpoints` says (a stint cut short however short it was; a run that
     stands at a rung, waiting or promoted, from :data:`KEEP_WAITING_FROM` batches on); and drop the copy of a run that
     is done since (it is in the finished archive now). A running run is left for its next archive: stop the sweep
     first (its runs checkpoint as they stop). Returns (ids kept, ids dropped)."""
@@ -243,7 +244,8 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
         run_dir, copy = root / run.run_id(), dest / run.run_id()
         state = run_state(run_dir, run)
         folder = RunDir(run_dir)
-        resumable = state == "interrupted" or awaits_its_rung(run_dir, state, halved, caps[run.run_id()])
+        resumable = (state == "interrupted" or awaits_its_rung(run_dir, state, halved, caps[run.run_id()])
+                     or capped_still_falling(run_dir, state, halved, run))
         if folder.last_checkpoint.is_file() and resumable and worth_its_checkpoints(run_dir):
             _copy_run(run_dir, dest, RESUME_FILES)
             kept.append(run_dir.name)
@@ -268,6 +270,26 @@ def awaits_its_rung(run_dir: Path, state: str, halved: bool, cap: int) -> bool:
         return False
     results = RunDir(run_dir).read_results()
     return results is not None and stop_reason(results) == "budget" and results["batches"] < cap
+
+
+def capped_still_falling(run_dir: Path, state: str, halved: bool, run: RunConfig) -> bool:
+    """Whether a memory model's run finished by its cap (not cut by halving, not stopped early) while its training
+    perplexity still fell (:func:`pipeline.training.stopping.still_falling`, the test that makes a capped run
+    budget-limited): the memory rows are trained until they learn or are flat, so its cap is raised and the run
+    resumed (issue 78), from its checkpoints, not from batch 0 (150,000 batches of a Stack-LSTM are five hours). A
+    deep LSTM's run at its cap is budget-limited by design, left for a GPU's populations; its checkpoints (tens of
+    megabytes at hidden 256) are not kept."""
+    from pipeline.models import memory_of
+    from pipeline.training.stopping import still_falling
+
+    if state != "finished" or halved or memory_of(run.model.name) is None:
+        return False
+    results = RunDir(run_dir).read_results()
+    if results is None or stop_reason(results) != "budget":
+        return False
+    end = results["batches"]
+    logged = [(step, p) for step, p in logged_values(logged_rows(run_dir), TRAIN_PERPLEXITY) if step <= end]
+    return bool(logged) and still_falling(logged, run.training, end)
 
 
 def worth_its_checkpoints(run_dir: Path) -> bool:

@@ -536,6 +536,54 @@ def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_f
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+def test_a_memory_run_its_cap_stopped_still_falling_keeps_its_checkpoints_so_a_raised_cap_extends_it(tmp_path,
+                                                                                                    monkeypatch):
+    """Issue 78: a memory cell's run that reaches its cap still falling has its cap raised and goes on. Its
+    checkpoints left with the finished archive, so a raised cap trained it again from batch 0 (150,000 batches of a
+    Stack-LSTM: five hours). The unfinished archive now keeps them: restored and its cap raised, it is extended from
+    its checkpoint (that an extended run writes its straight twin's log is test_faults.py's). Not kept: the same run
+    flat at its cap, a deep LSTM's run, a run cut by halving."""
+    import dataclasses
+
+    import pipeline.runs
+    from pipeline.runs import archive_runs, archive_unfinished_runs, capped_still_falling, restore_runs
+
+    path = profile(tmp_path, name="capped", models=("stack",), max_batches=20)
+    (run,) = load_sweep(path).runs()
+    runs, fresh = tmp_path / "runs", tmp_path / "fresh"
+    finished, unfinished = tmp_path / "archive" / "finished_runs", tmp_path / "archive" / "unfinished_runs"
+    run_local(load_sweep(path), runs, echo=lambda _: None)
+    run_dir = runs / run.run_id()
+    assert RunDir(run_dir).read_results()["stop_reason"] == "budget"
+    assert capped_still_falling(run_dir, "finished", False, run)  # 20 batches in: falling fast
+    assert not capped_still_falling(run_dir, "finished", True, run)  # cut by halving: never resumed
+    lstm = dataclasses.replace(run, model=dataclasses.replace(run.model, name="lstm1"))
+    assert not capped_still_falling(run_dir, "finished", False, lstm)
+    flat = tmp_path / "flat"
+    shutil.copytree(run_dir, flat)
+    with open(flat / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    with open(flat / "metrics.csv", "w", newline="") as f:  # the same log, its perplexity flat at 30
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "train/perplexity": "30.0" if r["train/perplexity"] else ""} for r in rows)
+    assert not capped_still_falling(flat, "finished", False, run)
+
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 20)
+    assert archive_runs(path, finished, runs) == [run.run_id()]
+    assert archive_unfinished_runs(path, unfinished, runs) == ([run.run_id()], [])
+    assert (unfinished / run.run_id() / "checkpoints" / "last.ckpt").is_file()
+    data = yaml.safe_load(path.read_text())
+    data["defaults"]["training"]["max_batches"] = 30  # the cap raised
+    path.write_text(yaml.safe_dump(data))
+    restore_runs(path, unfinished, fresh, unfinished=True)
+    restore_runs(path, finished, fresh)
+    assert [(s.state, s.batches_done) for s in run_local(load_sweep(path), fresh, echo=lambda _: None)] == [
+        ("finished", 30)]
+    assert "again from batch 0" not in (fresh / run.run_id() / "train.log").read_text()
+
+
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_extends_it(tmp_path, monkeypatch):
     """Issue 78's searches span sessions: a run finished at a halving rung whose bracket has not decided yet (another
     setting still training to it) is archived with its checkpoints (unfinished_runs/, beside its finished copy), so
