@@ -263,13 +263,20 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
 KEEP_WAITING_FROM = 5000
 
 
+def budget_results(run_dir: Path, state: str, halved: bool) -> dict | None:
+    """The results of a run its budget ended (finished, not stopped early, not cut by halving): a run that may still
+    go on, at a rung (:func:`awaits_its_rung`) or at a cap to be raised (:func:`capped_still_falling`); else None."""
+    if state != "finished" or halved:
+        return None
+    results = RunDir(run_dir).read_results()
+    return results if results is not None and stop_reason(results) == "budget" else None
+
+
 def awaits_its_rung(run_dir: Path, state: str, halved: bool, cap: int) -> bool:
     """Whether a run that is done for now may still be extended by successive halving: finished by its budget (not
     stopped early) at a rung short of its block's cap, and not cut there. Its checkpoints are what it goes on from."""
-    if state != "finished" or halved:
-        return False
-    results = RunDir(run_dir).read_results()
-    return results is not None and stop_reason(results) == "budget" and results["batches"] < cap
+    results = budget_results(run_dir, state, halved)
+    return results is not None and results["batches"] < cap
 
 
 def capped_still_falling(run_dir: Path, state: str, halved: bool, run: RunConfig) -> bool:
@@ -282,10 +289,7 @@ def capped_still_falling(run_dir: Path, state: str, halved: bool, run: RunConfig
     from pipeline.models import memory_of
     from pipeline.training.stopping import still_falling
 
-    if state != "finished" or halved or memory_of(run.model.name) is None:
-        return False
-    results = RunDir(run_dir).read_results()
-    if results is None or stop_reason(results) != "budget":
+    if memory_of(run.model.name) is None or (results := budget_results(run_dir, state, halved)) is None:
         return False
     end = results["batches"]
     logged = [(step, p) for step, p in logged_values(logged_rows(run_dir), TRAIN_PERPLEXITY) if step <= end]
