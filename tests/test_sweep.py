@@ -493,7 +493,8 @@ def test_slurm_route_through_submitit_executes_the_same_runs(tmp_path):
 def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(tmp_path):
     """`--only` splits a grid between machines (its deep LSTMs on a GPU): the selected runs train, the others are left
     alone, and the sweep succeeds when the selected ones are finished; a pattern matching no run id is refused before
-    anything is written."""
+    anything is written. What the sweep and `--status` say is the selection's: its runs, and the time its own runs
+    take (a sweep of one run once said "at most ~118 h left" for the whole grid at its one worker)."""
     from typer.testing import CliRunner
 
     from pipeline.cli import app
@@ -508,6 +509,14 @@ def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(t
     assert result.exit_code == 0, result.output
     states = {s.config.model.name: s.state for s in sweep_status(load_sweep(path), runs)}
     assert states == {"lstm1": "finished", "stack": "pending"}
+    said = [line for line in result.output.splitlines() if line.startswith("sweep ")][-1]
+    assert said.endswith("1 finished, 0 running, 0 failed, 0 to go"), said  # not the Stack's "1 to go; ~... left"
+    stack = next(s.run_dir.name for s in sweep_status(load_sweep(path), runs) if s.config.model.name == "stack")
+    listed = CliRunner().invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--status", "--only", "*-stack-*"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert [line.split()[-1] for line in lines[:-1]] == [stack], lines  # the selection's one run, not the LSTM
+    assert lines[-1].startswith("0 finished, 0 running, 0 failed, 1 to go"), lines[-1]
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes

@@ -74,8 +74,8 @@ def sweep(
 
     config = load_profile(profile, runs=runs_dir is None and not status)
     check_only(config, only)
-    if status:
-        statuses = sweep_status(config, runs_dir)
+    if status:  # with --only, the selection's runs and where they stand
+        statuses = sweep_status(config, runs_dir, only=only)
         for s in statuses:
             typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
         typer.echo(summary(statuses, workers or default_workers(config)))
@@ -116,8 +116,7 @@ def _exit_if_unfinished(statuses, only=(), exit_code: int = 1) -> None:
     """A sweep succeeds only when every run of its grid (or of its ``--only`` selection) is finished; otherwise it
     says which and why, and exits ``exit_code`` (1; a stopped sweep, its signal's: so that `make reproduce` fails
     too)."""
-    from pipeline.sweep import unfinished
-    from pipeline.sweep.grid import selected
+    from pipeline.sweep.status import selected, unfinished
 
     lines = unfinished([s for s in statuses if selected(s.run_dir.name, only)])
     if lines:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.config import ConfigError, SweepConfig, load_yaml
 from pipeline.provenance import check_committed
 from pipeline.rundir import TO_GO, RunDir
-from pipeline.sweep.status import sweep_root, sweep_status
+from pipeline.sweep.status import selected, sweep_root, sweep_status
 
 
 def load_sweep(file: str | Path) -> SweepConfig:
@@ -69,11 +68,6 @@ def check_only(sweep: SweepConfig, only: Sequence[str]) -> None:
                               f"PROFILE --status` lists them)")
 
 
-def selected(run_id: str, only: Sequence[str]) -> bool:
-    """Whether ``--only`` (none: every run) selects a run: one of the patterns matches its id."""
-    return not only or any(fnmatch.fnmatchcase(run_id, pattern) for pattern in only)
-
-
 def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retry_pruned: bool = False,
             only: Sequence[str] = ()) -> list[Path]:
     """Fill the evaluation-set cache for the grid's tasks (once, here, rather than in every worker), write every
@@ -94,9 +88,7 @@ def prepare(sweep: SweepConfig, runs_root: Path | None, retry_failed: bool, retr
         generate_eval_sets([task], length_distributions=[reading])
     adopt_renamed_runs(sweep, runs_root)
     todo = []
-    for status in sweep_status(sweep, runs_root):
-        if not selected(status.run_dir.name, only):
-            continue
+    for status in sweep_status(sweep, runs_root, only=only):
         if status.state != "running":  # a running run's worker owns its config until it ends
             claim_run_directory(status.config, status.run_dir)
         rejudged = ((status.state == "finished" and rejudged_stop(status.run_dir))

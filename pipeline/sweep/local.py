@@ -18,7 +18,16 @@ from pipeline.provenance import WORKERS_ENV, visible_gpus
 from pipeline.rundir import DONE, RunDir
 from pipeline.sweep.grid import default_workers, pack, prepare
 from pipeline.sweep.lifetime import PARENT_ENV, die_with_parent
-from pipeline.sweep.status import RunStatus, planned_runs, rate_key, run_status, summary, sweep_root, sweep_status
+from pipeline.sweep.status import (
+    RunStatus,
+    planned_runs,
+    rate_key,
+    run_status,
+    selected,
+    summary,
+    sweep_root,
+    sweep_status,
+)
 from pipeline.sweep.worker import UNRECORDED_EXIT
 
 
@@ -118,7 +127,7 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 changed = True
             if changed or time.monotonic() - last_report > report_every:
                 active = {run_dir for job, _, _ in children.values() for run_dir in job}
-                echo("  " + summary(sweep_status(sweep, runs_root, active), workers, measured))
+                echo("  " + summary(sweep_status(sweep, runs_root, active, only), workers, measured))
                 last_report = time.monotonic()
             if changed and not queue and len(children) < workers:  # a worker is idle: a rung just decided may
                 # have promoted runs (a bracket does not wait for the rest of the grid); a run still training is
@@ -137,8 +146,9 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
             except subprocess.TimeoutExpired:
                 child.kill()
     statuses = sweep_status(sweep, runs_root)
-    echo(f"sweep {sweep.name}: " + summary(statuses, workers, measured))
-    if any(status.state not in DONE for status in statuses) and (disk := full_disk(root)):
+    mine = [status for status in statuses if selected(status.run_dir.name, only)]  # what this sweep was to train
+    echo(f"sweep {sweep.name}: " + summary(mine, workers, measured))
+    if any(status.state not in DONE for status in mine) and (disk := full_disk(root)):
         echo(f"  {disk}: free some space and rerun the sweep (it resumes)")
     return statuses
 

@@ -61,7 +61,7 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
     todo = prepare(sweep, runs_root, retry_failed, retry_pruned, only)
     root = sweep_root(sweep, runs_root)
     if not todo:
-        echo(f"sweep {sweep.name}: nothing to submit; " + summary(sweep_status(sweep, runs_root), 1))
+        echo(f"sweep {sweep.name}: nothing to submit; " + summary(sweep_status(sweep, runs_root, only=only), 1))
         return []
     slurm = sweep.slurm
     executor = submitit.AutoExecutor(folder=root / ".submitit" / "%j", cluster=cluster)
@@ -84,5 +84,5 @@ def submit_slurm(sweep: SweepConfig, runs_root: Path | None = None, retry_failed
     if wait:
         for job in jobs:
             job.result()
-        echo(f"sweep {sweep.name}: " + summary(sweep_status(sweep, runs_root), 1))
+        echo(f"sweep {sweep.name}: " + summary(sweep_status(sweep, runs_root, only=only), 1))
     return jobs

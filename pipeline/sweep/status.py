@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,8 +16,8 @@ from pipeline.paths import RUNS_DIR
 from pipeline.rundir import DONE, STATES, TO_GO, DamagedRun, RunDir
 from pipeline.runlock import lock_owner
 
-__all__ = ["DONE", "STATES", "RunStatus", "planned_runs", "rate_key", "run_state", "run_status", "summary",
-           "sweep_root", "sweep_status", "unfinished"]
+__all__ = ["DONE", "STATES", "RunStatus", "planned_runs", "rate_key", "run_state", "run_status", "selected",
+           "summary", "sweep_root", "sweep_status", "unfinished"]
 
 
 def sweep_root(sweep: SweepConfig, runs_root: Path | None = None) -> Path:
@@ -82,15 +84,24 @@ def halved_state(state: str, halved: bool) -> str:
     return "pruned" if halved and state == "finished" else state
 
 
-def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[Path] = frozenset()) -> list[RunStatus]:
-    """The status of every run of the grid at the budget it is to train now; a run that successive halving stopped
-    at a rung, and that got there, is *pruned*."""
+def selected(run_id: str, only: Sequence[str]) -> bool:
+    """Whether ``--only`` (none: every run) selects a run: one of the patterns matches its id."""
+    return not only or any(fnmatch.fnmatchcase(run_id, pattern) for pattern in only)
+
+
+def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[Path] = frozenset(),
+                 only: Sequence[str] = ()) -> list[RunStatus]:
+    """The status of every run of the grid (``only``: of the runs ``--only`` selects, :func:`selected`) at the budget
+    it is to train now; a run that successive halving stopped at a rung, and that got there, is *pruned*. The
+    halving plan is the whole grid's either way: a bracket is decided on all its runs."""
     from pipeline.sweep.halving import halving_plan
 
     root = sweep_root(sweep, runs_root)
     plan = halving_plan(sweep, root)
     out = []
     for run, halved in planned_runs(sweep, runs_root, plan):
+        if not selected(run.run_id(), only):
+            continue
         status = run_status(run, root / run.run_id(), active=root / run.run_id() in active)
         later = plan[run.run_id()].later if run.run_id() in plan else 0.0
         out.append(dataclasses.replace(status, state=halved_state(status.state, halved), batches_later=later))
