@@ -100,10 +100,11 @@ def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[
     plan = halving_plan(sweep, root)
     out = []
     for run, halved in planned_runs(sweep, runs_root, plan):
-        if not selected(run.run_id(), only):
+        run_id = run.run_id()  # a hash of the whole config: once a run
+        if not selected(run_id, only):
             continue
-        status = run_status(run, root / run.run_id(), active=root / run.run_id() in active)
-        later = plan[run.run_id()].later if run.run_id() in plan else 0.0
+        status = run_status(run, root / run_id, active=root / run_id in active)
+        later = plan[run_id].later if run_id in plan else 0.0
         out.append(dataclasses.replace(status, state=halved_state(status.state, halved), batches_later=later))
     return out
 
