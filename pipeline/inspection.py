@@ -58,6 +58,9 @@ class Trace:
     rows_grow_at_both_ends: bool = False  # the DeQue: rows are drawn bottom pushes, then top pushes
     actions: list[list[float]] = field(default_factory=list)  # the JM stack: P(push), P(pop), P(no-op) per step
     stack_rows: list[list[float]] = field(default_factory=list)  # the JM stack: each row's RMS value, top first
+    # the batch of the checkpoint traced (its global step), which tells a kept trace of a run's reported checkpoint
+    # from one of an earlier checkpoint; None where the source was given, or in a trace kept before traces said it
+    step: int | None = None
 
     @property
     def correct(self) -> list[bool | None]:
@@ -273,9 +276,9 @@ def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", in
     """Trace one sequence of a run: ``source`` tokens if given, else pair ``index`` of the cached ``split`` set."""
     from pipeline.config import ConfigError
     from pipeline.data.cache import load_eval_set
-    from pipeline.training.run import load_run
+    from pipeline.training.run import load_run_at
 
-    module = load_run(run_dir, checkpoint, accelerator)
+    module, step = load_run_at(run_dir, checkpoint, accelerator)
     if source is not None:
         words = {w: i for i, w in enumerate(module.task.source_vocab)}
         unknown = [w for w in source if w not in words]
@@ -286,7 +289,9 @@ def inspect_run(run_dir: Path, checkpoint: str = "best", split: str = "test", in
     pairs = load_eval_set(module.config.task, split, cache_dir, module.config.length_distribution).pairs
     if not 0 <= index < len(pairs):
         raise ConfigError(f"index must lie in [0, {len(pairs) - 1}] for the cached {split} set, got {index}")
-    return trace_sequence(module, pairs[index], run=Path(run_dir).name)
+    trace = trace_sequence(module, pairs[index], run=Path(run_dir).name)
+    trace.step = step
+    return trace
 
 
 def save_trace(trace: Trace, path: Path) -> Path:
@@ -321,12 +326,29 @@ def trace_file(run_dir: Path, split: str = "test", index: int = 0) -> Path:
     return RunDir(run_dir).trace_file(split, index)
 
 
-def run_trace(run_dir: Path, split: str = "test", index: int = 0) -> Trace:
-    """The trace of cached sequence ``index`` of ``split`` by the run's selected checkpoint, kept beside the run
-    once drawn: a finished run's files without its checkpoints (an archive, ``transduce archive``) still trace."""
+def run_trace(run_dir: Path, split: str = "test", index: int = 0, step: int | None = None) -> Trace | None:
+    """The trace of cached sequence ``index`` of ``split`` by the run's checkpoint of batch ``step`` (the one its
+    results report, ``selected_step``), kept beside the run once drawn: a finished run's files without its checkpoints
+    (an archive, ``transduce archive``) still trace. None where neither a kept trace nor the run's best checkpoint is
+    of that batch: a run reopened past its results (a rung it won, a raised cap) keeps a moving best checkpoint, and a
+    trace kept before traces named their batch is trusted only in a run never reopened nor trained again. Without
+    ``step``, the step of the run's results."""
+    from pipeline.rundir import RunDir
+
+    folder = RunDir(run_dir)
+    if step is None:
+        results = folder.read_results()
+        step = None if results is None else int(results["selected_step"])
     path = trace_file(run_dir, split, index)
     if path.is_file():
-        return load_trace(path)
+        kept = load_trace(path)
+        if kept.step == step or (kept.step is None and step is not None and not folder.was_reopened()):
+            return kept
+    from pipeline.training.runlife import read_checkpoint
+
+    best = folder.checkpoint("best")
+    if step is None or not best.is_file() or int(read_checkpoint(best, folder.path)["global_step"]) != step:
+        return None
     trace = inspect_run(run_dir, "best", split, index)
     save_trace(trace, path)
     return trace

@@ -70,6 +70,8 @@ REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (
 
 # What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
 # archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
+# What every results file holds, whatever its schema (a file without one is damaged)
+RESULTS_REQUIRED = ("batches", "train_perplexity", "train_coarse", "test_coarse")
 OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, REOPEN)
 ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, RUNGS, COMMITS,
                   TRAIN_LOG, EARLIER_DRAWS)
@@ -188,6 +190,21 @@ class RunDir:
                    if f.name.split(".")[1].isdigit()]
         return max(earlier)[1] if earlier else None
 
+    def standing_results(self) -> dict | None:
+        """The results a run stands at while it is not done: ``results.json`` where its budget outgrew it (a rung it
+        won, a raised cap; not resumed yet), else, once it trains on, the latest ``results.<batches>.json`` it was
+        reopened after; None if it never reported any."""
+        results = self.read_results()
+        if results is not None:
+            return results
+        earlier = self.latest_earlier_results_file()
+        return None if earlier is None else upgraded_results(_read_json(earlier, required=RESULTS_REQUIRED))
+
+    def was_reopened(self) -> bool:
+        """Whether the run trained on past results it had reported (a rung it won, a raised cap, a lifted stop), or
+        was trained again from batch 0: its checkpoints then are not all of one reported run."""
+        return self.latest_earlier_results_file() is not None or self.earlier_draws_file.exists()
+
     @property
     def reopen_marker(self) -> Path:
         return self.path / REOPEN
@@ -242,6 +259,7 @@ class RunDir:
         for old in (*self.path.glob("results.*.json"), *self.path.glob("far_lengths-*.csv")):
             old.unlink()
         shutil.rmtree(self.checkpoints, ignore_errors=True)
+        shutil.rmtree(self.traces, ignore_errors=True)  # drawn from the replaced draw's checkpoints
 
     def read_rungs(self) -> dict[int, float]:
         """Rung (batches) -> the run's standing there, as recorded when the rung was decided (none before)."""
@@ -323,8 +341,7 @@ class RunDir:
     def read_results(self) -> dict | None:
         """``results.json`` in the current schema (None before the run has finished); :class:`DamagedRun` if it does
         not parse."""
-        results = _read_json(self.results_file, required=("batches", "train_perplexity", "train_coarse",
-                                                          "test_coarse"))
+        results = _read_json(self.results_file, required=RESULTS_REQUIRED)
         return None if results is None else upgraded_results(results)
 
     def read_accuracy_by_length(self, split: str) -> list[tuple[int, int, float]]:
@@ -372,8 +389,9 @@ class RunDir:
 
     def check(self) -> dict | None:
         """Raise :class:`DamagedRun` naming the first file a report or a listing could not trust: results that do
-        not parse, a log that does not, or a finished run whose log stops before its results' batches. Returns the
-        results (None before the run has finished), read once."""
+        not parse (``results.json``, or the earlier results a run training on stands at), a log that does not, or a
+        finished run whose log stops before its results' batches. Returns the results (None before the run has
+        finished), read once."""
         trouble = lock_trouble(self.path)
         if trouble:
             raise DamagedRun(trouble)
@@ -395,6 +413,9 @@ class RunDir:
             self._check_checkpoint(self.best_checkpoint)
         else:  # an unfinished run resumes from last.ckpt: one that is cut short cannot resume, so it is damaged
             self._check_checkpoint(self.last_checkpoint)
+            standing = self.standing_results()  # reopened past results, the report reads them until it is done
+            if standing is not None:
+                self._check_results(standing)
         return results
 
     def _check_results(self, results: dict) -> None:

@@ -1,6 +1,7 @@
 """Successive halving over a block's learning rates (pipeline/sweep/halving.py): planned from the runs' own logs, run
 by the local pool to the end, resumed to the same plan, validated before anything runs."""
 
+import json
 import math
 import shutil
 import sys
@@ -212,6 +213,39 @@ def test_a_damaged_winner_holds_its_rung_undecided_instead_of_promoting_a_cut_ra
     again = run_local(sweep, runs, echo=lambda _: None)
     assert all(s.batches_done == 20 for s in again if s.run_dir != winner.run_dir)  # no cut rate trained on
     assert {s.state for s in again if s.run_dir == winner.run_dir} == {"damaged"}
+
+
+def test_a_rungs_winner_training_on_stands_at_its_rung_results_in_the_report(tmp_path, bracket):
+    """A bracket's winner, reopened past its rung to train on, was no cell's run until it finished (the gender Stack
+    read "no finished run" for the ~20 hours its seeds train to 300,000): while it trains on it stands at the results
+    it reported at the rung, which the report reads (training_on). Must not: a run the rung cut, a winner that failed
+    or is damaged, a winner trained again from batch 0 (no results kept)."""
+    from pipeline.reports.table3 import all_runs, select_models
+
+    sweep, runs, statuses, winner, cut = decided_bracket(tmp_path, bracket)
+    folder = RunDir(winner.run_dir)
+    folder.results_file.unlink()  # training on past its rung: results.20.json is what it reported
+    rows = all_runs(sweep, runs).set_index("run_id")
+    row = rows.loc[winner.run_dir.name]
+    rung = json.loads((winner.run_dir / "results.20.json").read_text())
+    assert (row.state, bool(row.training_on), row.batches, row.batches_now) == ("interrupted", True, 20, 40)
+    assert row.train_perplexity == pytest.approx(rung["train_perplexity"])
+    assert row.test_coarse == pytest.approx(rung["test_coarse"])
+    assert not any(bool(rows.loc[s.run_dir.name].training_on) for s in cut)  # cut at the rung: pruned, halved
+    assert select_models(all_runs(sweep, runs)).run_id.tolist() == [winner.run_dir.name]
+
+    failed = tmp_path / "failed"
+    shutil.copytree(runs, failed)
+    RunDir(failed / winner.run_dir.name).failed_file.write_text(json.dumps({"error": "boom"}))
+    assert not all_runs(sweep, failed).set_index("run_id").loc[winner.run_dir.name].training_on
+    assert select_models(all_runs(sweep, failed)).empty  # the cut rates are never selected
+    damaged = tmp_path / "damaged"
+    shutil.copytree(runs, damaged)
+    (damaged / winner.run_dir.name / "results.20.json").write_text("{ cut short")
+    assert [s.state for s in sweep_status(sweep, damaged) if s.run_dir.name == winner.run_dir.name] == ["damaged"]
+    assert not all_runs(sweep, damaged).set_index("run_id").loc[winner.run_dir.name].training_on
+    (winner.run_dir / "results.20.json").unlink()  # trained again from batch 0: nothing reported to stand at
+    assert not all_runs(sweep, runs).set_index("run_id").loc[winner.run_dir.name].training_on
 
 
 def test_a_decided_rung_stays_decided_when_its_winner_is_trained_again_along_another_path(tmp_path, bracket):

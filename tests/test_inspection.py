@@ -170,3 +170,40 @@ def test_runs_lists_and_filters_a_folder(trained):
     assert lines[0].startswith("id,task,model,hidden,lr,seed,status,batches,train_perplexity") and len(lines) == 2
     result = CliRunner().invoke(app, ["runs", str(trained["stack"].parent), "--status", "pruned"])
     assert result.output.strip() == "no runs"
+
+
+def test_a_kept_trace_is_used_only_for_the_checkpoint_it_was_drawn_from(trained, tmp_path):
+    """The report keeps each selected memory run's trace beside it. A run reopened past its results (a rung it won, a
+    raised cap) kept the trace of its earlier checkpoint, and the report drew that one for its final results (the
+    SVO->SOV Stack's cell showed a trace drawn two results earlier). Must: a trace names its checkpoint's batch and is
+    redrawn where that is not the batch the results report; must not: a stale trace, or a legacy one (no batch) in a
+    run reopened since, stands for a checkpoint that is not at hand."""
+    import dataclasses
+    import shutil
+
+    from pipeline.inspection import load_trace, run_trace, save_trace, trace_file
+    from pipeline.rundir import RunDir
+
+    run_dir = tmp_path / "stack"
+    shutil.copytree(trained["stack"], run_dir)
+    folder = RunDir(run_dir)
+    step = int(folder.read_results()["selected_step"])
+    trace = run_trace(run_dir)
+    assert trace.step == step and load_trace(trace_file(run_dir)).step == step  # drawn, kept, naming its batch
+
+    save_trace(dataclasses.replace(trace, step=step - 10, predicted=["stale"] * len(trace.predicted)),
+               trace_file(run_dir))
+    redrawn = run_trace(run_dir)  # an earlier checkpoint's trace: drawn again from the one the results report
+    assert redrawn.step == step and redrawn.predicted == trace.predicted
+    assert run_trace(run_dir, step=step - 10) is None  # asked for a checkpoint that is not at hand: none, not a guess
+
+    legacy = dataclasses.replace(trace, step=None, predicted=["legacy"] * len(trace.predicted))
+    save_trace(legacy, trace_file(run_dir))
+    assert run_trace(run_dir).predicted == legacy.predicted  # never reopened: its only checkpoint is the reported one
+    shutil.rmtree(folder.checkpoints)
+    (run_dir / "results.10.json").write_text(folder.results_file.read_text())  # reopened once, before these results
+    assert run_trace(run_dir) is None  # the legacy trace may be the earlier checkpoint's, and none can be drawn
+
+    save_trace(trace, trace_file(run_dir))
+    folder.clear()  # trained again from batch 0: its traces were drawn from the replaced draw's checkpoints
+    assert not trace_file(run_dir).exists()

@@ -375,6 +375,48 @@ def test_a_run_the_learning_rate_search_discarded_is_never_a_cells_result():
     assert chosen.lr == 5e-3  # the survivor, though the loser's perplexity at its rung was lower
 
 
+def test_a_run_training_on_past_results_it_reported_stands_at_them_and_is_budget_limited():
+    """The cpu profile's SVO->SOV Stack: seed 1 plateaued at 62,500 (perplexity 14.9, disagrees), while seed 0, which
+    won its bracket's 30,000 rung at 8.7, trains on (154,300 of 300,000). Until it is done, seed 0 stands at its rung's
+    results: selected (lower perplexity), budget-limited, the notes say it trains on. Must not: the same run without
+    reported results (training_on false), a discarded one, or one whose results lose to a done run."""
+    from pipeline.reports.table3 import evidence, notes
+
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["reversal"], "models": ["stack"]}]})
+    flat = run(1, 14.9, 0.0, stop="plateau", train=0.0, batches=62500) | {"start_perplexity": 40.0}
+    on = run(0, 8.7, 0.0, state="interrupted", train=0.0, batches=30000) | {
+        "stop_reason": "budget", "training_on": True, "batches_now": 154300, "cap": 300000,
+        "start_perplexity": 40.0}
+
+    def cell(*rows):
+        (got,) = table3(runs(*rows), sweep).query("task == 'reversal' and model == 'stack'").itertuples()
+        return got
+
+    got = cell(flat, on)
+    assert (got.seed, got.batches, got.verdict) == (0, 30000, "budget-limited")
+    assert got.notes.startswith("training on from 30,000, at 154,300 now")
+    chosen = select_models(runs(flat, on)).iloc[0]
+    assert evidence(chosen, runs(flat, on)).startswith(
+        "stands at the results it reported at 30,000 batches while it trains on toward its cap of 300,000 (at 154,300 "
+        "now): its numbers are those at 30,000, not where it ends, training perplexity 8.7")
+    assert notes(chosen, runs(flat, on))[0] == ("training-on", "from 30,000, at 154,300 now")
+    assert cell(flat, on | {"training_on": False}).verdict == "disagrees at convergence"  # no results to stand at
+    assert cell(flat, on | {"halved": True}).verdict == "disagrees at convergence"  # the search discarded it
+    assert cell(flat | {"train_perplexity": 5.0}, on).seed == 1  # a done run that beats it is selected
+    # a stop lifted by a revised rule: where it had stopped is not where it converges
+    lifted = cell(flat, on | {"stop_reason": "plateau"})
+    assert lifted.verdict == "budget-limited" and "where it had stopped (plateau)" in lifted.evidence
+    stuck = cell(on | {"stop_reason": "pruned", "train_perplexity": 39.0, "left_start_at": None})
+    assert stuck.verdict == "budget-limited"  # not "stopped on its starting plateau": it has not stopped
+    # numbers that already match the paper's stand as reproduced, training on or not
+    assert cell(flat, on | {"train_coarse": 1.0, "train_fine": 1.0, "test_coarse": 1.0, "test_fine": 1.0,
+                            "train_perplexity": 1.0}).verdict == "reproduced"
+    # the seeds column counts the run training on with the done seeds of its setting
+    twin = on | {"seed": 2, "run_id": "reversal-stack-0.001-s2", "test_coarse": 0.2, "train_perplexity": 9.0}
+    both = cell(flat, on, twin)
+    assert both.seeds_at_selected == 3 and both.test_coarse_mean == pytest.approx(0.2 / 3)
+
+
 def test_the_start_column_names_a_baseline_option_for_any_model():
     from pipeline.config import ModelConfig
     from pipeline.reports.table3 import start_of

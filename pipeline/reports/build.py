@@ -641,7 +641,7 @@ def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
     body = []
     for r in table[table.model.isin(MEMORY_MODELS) & table.run_id.notna()].itertuples():
         folder = RunDir(root / r.run_id)
-        results = folder.read_results()
+        results = folder.standing_results()  # a run training on: the results it stands at
         if results is None:
             continue
         step = int(results["selected_step"])
@@ -913,8 +913,10 @@ TRACE_INDEX = 0  # the test-length sequence every report traces: fixed in advanc
 
 
 def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[str, str], str]:
-    """For each cell whose selected run is a memory model: the trace of test-length sequence ``TRACE_INDEX``, drawn
-    to ``traces/<task>_<model>.png``. Returns {(task, model): relative path}."""
+    """For each cell whose selected run is a memory model: the trace of test-length sequence ``TRACE_INDEX`` by the
+    checkpoint its numbers were read at (``selected_step``), drawn to ``traces/<task>_<model>.png``; none where no
+    trace of that checkpoint is kept and the checkpoint is not at hand (:func:`pipeline.inspection.run_trace`).
+    Returns {(task, model): relative path}."""
     from pipeline.inspection import draw_trace, run_trace
 
     out = {}
@@ -922,7 +924,10 @@ def memory_traces(table: pd.DataFrame, root: Path, out_dir: Path) -> dict[tuple[
         if pd.isna(r.run_id) or memory_of(r.model) is None:  # a deep LSTM has no memory to draw
             continue
         path = Path("traces") / f"{r.task}_{r.model}.png"
-        trace = run_trace(root / r.run_id, "test", TRACE_INDEX)
+        step = None if pd.isna(r.selected_step) else int(r.selected_step)
+        trace = run_trace(root / r.run_id, "test", TRACE_INDEX, step)
+        if trace is None:
+            continue
         draw_trace(trace, out_dir / path)
         out[(r.task, r.model)] = str(path)
     return out

@@ -2,10 +2,12 @@
 
 * **Every run** (:func:`all_runs`): one row per run of the grid, finished or not, with its settings, state, why it
   stopped, its numbers and whether its training perplexity was still falling when it ended.
-* **Selection** (:func:`select_models`, paper §5): per (task, model), among runs that are done (finished or pruned),
-  the one with the lowest average training perplexity. Runs without a finite perplexity are never selected.
+* **Selection** (:func:`select_models`, paper §5): per (task, model), among runs that are done (finished or pruned)
+  and runs training on past results they reported (a rung's winner, a raised cap: they stand at those results), the
+  one with the lowest average training perplexity. Runs without a finite perplexity are never selected, nor runs
+  successive halving discarded. A run training on is budget-limited unless its numbers reproduce or beat the paper's.
 * **Per cell** (:func:`table3`): the selected run's four accuracies beside the paper's; runs tried / done / learned
-  (training coarse >= 0.99) / pruned; mean ± standard deviation of test coarse over the done seeds of the selected
+  (training coarse >= 0.99) / pruned; mean ± standard deviation of test coarse over the reported seeds of the selected
   run's setting (everything but the seed: learning rate, hidden size and any other choice); the median batches at
   which runs converged; and a **verdict** (:func:`verdict`). A selected run that hit its cap still improving is
   *budget-limited*, unless it was continued outside the profile (a documented experiment under
@@ -69,6 +71,10 @@ EVIDENCE_KINDS = {
                     "cross-entropy beyond its noise): more batches might have moved it further."),
     "cap-flat": ("cap, flat", "Hit its batch cap with its training perplexity flat over its last window; no rule "
                  "judged it converged before the cap."),
+    "training-on": ("training on", "The selected run is training on past results it reported (a halving rung it "
+                    "won, a raised cap, a stop lifted by a revised rule): its numbers are those results, read at its "
+                    "checkpoint then; budget-limited until it is done, unless they already reproduce or beat the "
+                    "paper's."),
     "rung": ("halving rung", "Stopped short of its cap by successive halving (the learning-rate search): cut at a "
              "rung, or waiting at or past a rung's budget for the rung to be decided."),
     "pruned": ("pruned", "Pruned: still near the uniform perplexity at a pruning checkpoint."),
@@ -79,17 +85,18 @@ EVIDENCE_KINDS = {
     "runs-pruned": ("pruned runs", "Runs of the cell stopped early (k of n): pruned near the uniform perplexity, or "
                     "cut at a rung of a learning-rate search by successive halving."),
     "unfinished": ("runs not done", "Some of the cell's runs were still to train when the report was made: the "
-                   "cell so far, selected among the done runs."),
+                   "cell so far, selected among the runs with results."),
     "continued": ("continued", "The selected run was continued outside the profile (same run, cap raised; "
                   "`reports/experiments/`): the verdict is judged where the continuation ended."),
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
-               "stop_reason", "train_perplexity", "selected_step", "end_perplexity", *METRICS, "learned",
+               "training_on", "batches_now", "stop_reason", "train_perplexity", "selected_step", "end_perplexity", *METRICS, "learned",
                "still_improving", "trend_batches", "trend_tolerance", "trend_fall", "test_coarse_by_length",
                "start_perplexity", "left_start_at", "start", "provenance", "machine", "earlier_draws",
                "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
 TABLE3_COLUMNS = (
-    ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity", *METRICS]
+    ["task", "model", "in_profile", "hidden", "lr", "seed", "batches", "selected_step", "stop_reason",
+     "train_perplexity", *METRICS]
     + [f"paper_{m}" for m in METRICS] + [f"diff_{m}" for m in METRICS]
     + ["runs", "done", "learned", "pruned", "seeds_at_selected", "test_coarse_mean", "test_coarse_std",
        "median_batches_to_converge", "verdict", "notes", "note_kinds", "evidence", "continued_batches",
@@ -121,6 +128,13 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         run = status.config
         logged = logged_values(logged_rows(status.run_dir), TRAIN_PERPLEXITY)
         results = RunDir(status.run_dir).read_results() if status.state in DONE else None
+        # reopened past results it reported (a rung it won, a raised cap, a lifted stop) and not done again: it
+        # stands at those results while it trains on, so that a cell does not lose its best run for the hours it
+        # trains (never a run the search discarded, nor a failed or damaged one)
+        training_on = False
+        if results is None and status.state in ("running", *TO_GO) and run.run_id() not in halved:
+            results = RunDir(status.run_dir).standing_results()
+            training_on = results is not None
         end = results["batches"] if results else status.batches_done
         logged = [(step, p) for step, p in logged if step <= end]  # a reopened run's log may run past its results
         perplexities = [p for _, p in logged]
@@ -128,7 +142,8 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    cap=caps.get(run.run_id(), run.training.max_batches), state=status.state,
-                   batches=status.batches_done, stop_reason=None, train_perplexity=math.nan,
+                   batches=status.batches_done, training_on=training_on, batches_now=status.batches_done,
+                   stop_reason=None, train_perplexity=math.nan,
                    # the checkpoint its four values and train_perplexity are read at, and its last window's perplexity
                    selected_step=math.nan, end_perplexity=perplexities[-1] if perplexities else math.nan,
                    **{m: math.nan for m in METRICS}, learned=False,
@@ -239,13 +254,23 @@ def start_of(model) -> str:
     return "; ".join([text, *probes, *options])
 
 
+def reported(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with numbers to report: the done ones, and those training on from results they reported
+    (``training_on``: :func:`all_runs`)."""
+    if "state" not in runs:
+        return runs
+    standing = runs.training_on.fillna(False).astype(bool) if "training_on" in runs else False
+    return runs[runs.state.isin(DONE) | standing]
+
+
 def select_models(runs: pd.DataFrame, cell: tuple[str, ...] = ("task", "model")) -> pd.DataFrame:
     """§5: per cell (by default (task, model); the baselines' report tells the Transformer's positional encodings
-    apart), the done run with the lowest average training perplexity (NaN never selected)."""
+    apart), the run with the lowest average training perplexity (NaN never selected) among the done runs and those
+    training on from results they reported (at those results: a rung's winner stands at its rung)."""
     runs = attempts(runs)
     if runs.empty:
         return runs
-    done = runs[runs.state.isin(DONE)] if "state" in runs else runs
+    done = reported(runs)
     if "halved" in done:  # discarded by a learning-rate search: never a cell's result
         done = done[done.halved != True]  # noqa: E712 (a column of objects)
     perplexity = pd.to_numeric(done.train_perplexity, errors="coerce")
@@ -322,6 +347,19 @@ def short_of_cap(selected: pd.Series) -> bool:
     return bool(selected.batches < selected.get("cap", math.nan))
 
 
+def training_on(selected: pd.Series) -> bool:
+    """Whether a run stands at results it reported before it was reopened to train on (:func:`all_runs`)."""
+    value = selected.get("training_on", False)
+    return bool(pd.notna(value) and value)
+
+
+def training_on_text(selected: pd.Series) -> str:
+    batches, now = int(selected.batches), selected.get("batches_now", math.nan)
+    return (f"stands at the results it reported at {batches:,} batches while it trains on toward its cap of "
+            f"{int(selected.cap):,}" + (f" (at {int(now):,} now)" if pd.notna(now) and now > batches else "")
+            + ": its numbers are those at " + f"{batches:,}, not where it ends")
+
+
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     """Why the selected run ended where it did, in a few words: what a verdict rests on. The trend is judged over
     the run's own log as the plateau rule judges it (``trend_batches`` each side, the rule's window at the run's end:
@@ -332,11 +370,14 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     ppl = f"training perplexity {selected.train_perplexity:.4g}"
     step, end = selected.get("selected_step", math.nan), selected.get("end_perplexity", math.nan)
     if pd.notna(step) and int(step) < int(selected.batches):  # read before its end: say where, and where it ended
+        ended = f"at {int(selected.batches):,}" if training_on(selected) else "at its end"
         ppl += (f" at its selected checkpoint (batch {int(step):,}, the best training accuracy)"
-                + (f", {end:.4g} at its end" if pd.notna(end) else ""))
+                + (f", {end:.4g} {ended}" if pd.notna(end) else ""))
     span = f"{int(selected.trend_batches):,}"
     fall = selected.get("trend_fall", math.nan)
-    if stop == "pruned":
+    if training_on(selected) and stop != "budget":  # a lifted stop: where it stood, not why it trains on
+        text = f"{training_on_text(selected)}, {ppl}, where it had stopped ({stop})"
+    elif stop == "pruned":
         text = f"pruned on its plateau at batch {int(selected.batches):,} ({ppl})"
     elif stop == "converged":
         text = f"converged (training coarse held) at batch {int(selected.batches):,}, {ppl}"
@@ -364,6 +405,8 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         batches = int(selected.batches)
         if selected.state == "pruned":
             where = f"stopped at its halving rung of {batches:,} batches"
+        elif training_on(selected):
+            where = training_on_text(selected)
         elif short_of_cap(selected):
             where = (f"stands at {batches:,} batches, short of its cap of {int(selected.cap):,} (successive "
                      "halving: at or past its rung, waiting for the rung to be decided)")
@@ -378,8 +421,8 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         text += f"; {pruned} of {len(cell)} runs pruned"
     unfinished = int(cell.state.isin(("running", *TO_GO)).sum())  # not a failed or damaged one
     if unfinished:  # a halving's survivors still training: the cell so far, not where its grid ends
-        text += (f"; {unfinished} of {len(cell)} runs not done yet (selected among the done ones: the cell so far, "
-                 "not its result)")
+        text += (f"; {unfinished} of {len(cell)} runs not done yet (selected among the runs with results: the cell "
+                 "so far, not its result)")
     by_length = selected.get("test_coarse_by_length")
     if isinstance(by_length, str) and by_length:
         text += f"; test coarse by source length {by_length}"
@@ -389,7 +432,11 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
 def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
     """The short form of :func:`evidence`: (kind of :data:`EVIDENCE_KINDS`, what this cell adds, a few words)."""
     stop, batches = selected.stop_reason, f"{int(selected.batches):,}"
-    if stop == "pruned":
+    if training_on(selected):
+        now = selected.get("batches_now", math.nan)
+        out = [("training-on", f"from {batches}" + (f", at {int(now):,} now" if pd.notna(now) and now > int(
+            selected.batches) else ""))]
+    elif stop == "pruned":
         out = [("pruned", f"at {batches}")]
     elif stop == "converged":
         out = [("converged", f"at {batches}")]
@@ -482,13 +529,15 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                            median_batches_to_converge=float(converged.batches.median()) if len(converged) else None)
             if chosen is not None and (task, model) in chosen.index:
                 r = chosen.loc[(task, model)]
-                row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "stop_reason", "train_perplexity",
+                row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "selected_step", "stop_reason",
+                                               "train_perplexity",
                                                *METRICS, "start", "provenance", "machine", "run_id",
                                                "commit")})
                 row["left_start"] = has_left_start(r)
                 for m in METRICS:
                     row[f"diff_{m}"] = r[m] - row[f"paper_{m}"]
-                seeds = done[done.setting == r.setting]
+                seeds = reported(cell)
+                seeds = seeds[seeds.setting == r.setting]
                 row.update(seeds_at_selected=len(seeds), test_coarse_mean=seeds.test_coarse.mean(),
                            test_coarse_std=seeds.test_coarse.std(ddof=1) if len(seeds) > 1 else math.nan,
                            verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
@@ -497,6 +546,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                 cell_notes = notes(r, cell)
                 if r.unconfirmed_plateau:
                     cell_notes[0] = ("v1-stop", cell_notes[0][1])
+                if training_on(r) and row["verdict"] not in ("reproduced", "better"):
+                    row["verdict"] = "budget-limited"  # it trains on: not where it converges, nor stopped
                 if r.unconfirmed_plateau and row["verdict"] not in ("reproduced", "better"):
                     row.update(verdict="budget-limited", evidence=(
                         f"stopped at batch {int(r.batches):,} by version 1 of the plateau rule, which the rule in "
@@ -511,8 +562,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                 row.update(notes=notes_text(cell_notes), note_kinds=" ".join(kind for kind, _ in cell_notes))
             rows.append(row)
     out = pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
-    for column in ("hidden", "seed", "batches", "runs", "done", "learned", "pruned", "seeds_at_selected",
-                   "continued_batches"):
+    for column in ("hidden", "seed", "batches", "selected_step", "runs", "done", "learned", "pruned",
+                   "seeds_at_selected", "continued_batches"):
         out[column] = out[column].astype("Int64")  # counts stay integers beside the cells that have none
     return out
 
@@ -623,8 +674,8 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
             lines.append(f"| {titles.get(task, task) if k == 0 else ''} | {DISPLAY_NAMES[r.model]} | {size} | "
                          + " | ".join(cells) + f" | {mark} | {note} |")
     lines += ["", "## The selected runs", "",
-              f"*Seeds*: test coarse mean ± standard deviation over the done runs of the selected run's setting (all "
-              f"but the seed; n). *Runs*: tried / learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged "
+              "*Seeds*: test coarse mean ± standard deviation over the runs with results of the selected run's "
+              f"setting (all but the seed; n). *Runs*: tried / learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged "
               "at*: median batches of the runs that converged or plateaued. *Start*: the initial biases of a memory "
               "model's push and pop signals (init: nn.Linear's, about 0; the DeQue's two ends), and any probe set. "
               "*Trained with*: a modified checkout or a torch other than the pinned one, where that was so. "

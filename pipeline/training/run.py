@@ -182,6 +182,11 @@ def train_population(configs: list[RunConfig], run_dirs: list[Path], *, cache_di
 def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") -> TransductionModule:
     """The module of a run directory with the weights of ``checkpoint`` ("best" or "last"), on ``accelerator``'s
     device (see :func:`resolve_device`)."""
+    return load_run_at(run_dir, checkpoint, accelerator)[0]
+
+
+def load_run_at(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") -> tuple[TransductionModule, int]:
+    """:func:`load_run`, and the batch its checkpoint was written at."""
     device = resolve_device(accelerator)
     folder = RunDir(run_dir)
     config = folder.read_config()
@@ -189,8 +194,9 @@ def load_run(run_dir: Path, checkpoint: str = "best", accelerator: str = "cpu") 
     if not path.is_file():
         raise ConfigError(f"{run_dir} has no {checkpoint} checkpoint yet ({path} is missing)")
     module = TransductionModule.from_config(config)
-    module.load_state_dict(read_checkpoint(path, run_dir, config)["state_dict"])
-    return module.to(device)
+    stored = read_checkpoint(path, run_dir, config)
+    module.load_state_dict(stored["state_dict"])
+    return module.to(device), int(stored["global_step"])
 
 
 def evaluate_run(run_dir: Path, checkpoint: str = "best", splits: tuple[str, ...] = EVAL_SPLITS, *,
