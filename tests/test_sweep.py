@@ -519,6 +519,25 @@ def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(t
     assert lines[-1].startswith("0 finished, 0 running, 0 failed, 1 to go"), lines[-1]
 
 
+def test_the_slurm_route_speaks_for_its_only_selection(tmp_path):
+    """The SLURM route's summary is the selection's too (the same ``sweep_status(..., only=)`` as the pool's): with
+    its one selected run finished it has nothing to submit and says so of that run, not "1 to go" of a run it was told
+    to leave alone. The selected run trains in process, as its array task would."""
+    from pipeline.sweep.grid import prepare
+    from pipeline.sweep.slurm import SubmititRun
+
+    path = profile(tmp_path, models=("lstm1", "stack"), max_batches=10)
+    sweep, runs = load_sweep(path), tmp_path / "runs"
+    prepare(sweep, runs, retry_failed=False, only=["*-lstm1-*"])
+    lstm = next(r.run_id() for r in sweep.runs() if r.model.name == "lstm1")
+    assert SubmititRun()(str(runs / lstm)) == "finished"
+    said = []
+    assert submit_slurm(sweep, runs, cluster="local", echo=said.append, only=["*-lstm1-*"]) == []
+    assert said == [f"sweep {sweep.name}: nothing to submit; 1 finished, 0 running, 0 failed, 0 to go"], said
+    statuses = {s.config.model.name: s.state for s in sweep_status(sweep, runs)}
+    assert statuses == {"lstm1": "finished", "stack": "pending"}  # the Stack, not selected, was left alone
+
+
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_grid_split_between_machines_comes_back_into_the_pending_runs_of_the_first(tmp_path):
     """Machine A prepared the whole grid (every run folder holds its config) and trains the Stack; machine B trains
