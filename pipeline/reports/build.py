@@ -149,12 +149,21 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
               ("training perplexity (100-batch windows)", "perplexity (log scale)", "log")]
     sizes = _eval_sizes(part, root)
 
+    # a selected run training on is drawn to where it stands now; Table 3 reads it at the results it reported: a
+    # vertical line marks that batch
+    reopened = [(DISPLAY_NAMES[r.model], int(r.batches)) for r in part.itertuples()
+                if "training_on" in part and pd.notna(r.training_on) and r.training_on]
+
     def decorate(ax):
         _log_batches(ax)
-        if references is not None and ax.get_title().startswith("training perplexity"):
+        perplexity_panel = ax.get_title().startswith("training perplexity")
+        if references is not None and perplexity_panel:
             for value, label, style in ((references.source_unread, "no source word read", ":"),
                                         (references.skeleton, "source skeleton, no content word", "--")):
                 ax.axhline(value, color="#555555", ls=style, lw=1.1, zorder=0, label=f"{label} ({value:.1f})")
+        for name, batches in reopened:
+            ax.axvline(batches, color="#999999", ls="-.", lw=0.9, zorder=0,
+                       label=f"{name} read at {batches:,} (training on)" if perplexity_panel else None)
 
     return _panels(part, out, curves, panels, "batches (log scale)", f"{TASK_TITLES[task]}: convergence",
                    caption=f"Accuracy evaluated on {sizes} every evaluation." if sizes else "",
