@@ -90,7 +90,8 @@ EVIDENCE_KINDS = {
                   "`reports/experiments/`): the verdict is judged where the continuation ended."),
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
-               "training_on", "batches_now", "stop_reason", "train_perplexity", "selected_step", "end_perplexity", *METRICS, "learned",
+               "training_on", "batches_now", "stop_reason", "train_perplexity", "selected_step", "end_perplexity",
+               *METRICS, "learned",
                "still_improving", "trend_batches", "trend_tolerance", "trend_fall", "test_coarse_by_length",
                "start_perplexity", "left_start_at", "start", "provenance", "machine", "earlier_draws",
                "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
@@ -675,10 +676,10 @@ def table3_markdown(table: pd.DataFrame, header: str, eval_sizes: str, titles: d
                          + " | ".join(cells) + f" | {mark} | {note} |")
     lines += ["", "## The selected runs", "",
               "*Seeds*: test coarse mean ± standard deviation over the runs with results of the selected run's "
-              f"setting (all but the seed; n). *Runs*: tried / learned (training coarse ≥ {LEARNED_COARSE}) / pruned. *Converged "
-              "at*: median batches of the runs that converged or plateaued. *Start*: the initial biases of a memory "
-              "model's push and pop signals (init: nn.Linear's, about 0; the DeQue's two ends), and any probe set. "
-              "*Trained with*: a modified checkout or a torch other than the pinned one, where that was so. "
+              f"setting (all but the seed; n). *Runs*: tried / learned (training coarse ≥ {LEARNED_COARSE}) / pruned. "
+              "*Converged at*: median batches of the runs that converged or plateaued. *Start*: the initial biases of "
+              "a memory model's push and pop signals (init: nn.Linear's, about 0; the DeQue's two ends), and any "
+              "probe set. *Trained with*: a modified checkout or a torch other than the pinned one, where that was so. "
               "*Machine*: the CPU (and GPU) it trained on, with torch's CPU kernels where the run recorded them; the "
               "same run trained on two kinds is two draws (their float sums differ from the first rounding on).",
               "",
