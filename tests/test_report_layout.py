@@ -271,6 +271,29 @@ def test_a_convergence_figure_names_an_architecture_drawn_only_in_faint_runs(tmp
     assert labels == ["Stack-LSTM: no run selected (faint)", "Queue-LSTM"]
 
 
+def test_a_convergence_figure_marks_where_table_3_reads_a_run_training_on(tmp_path, monkeypatch):
+    """A selected run training on past results it reported is drawn to where it stands now; a vertical line, named in
+    the perplexity panel's legend, marks the batch Table 3 reads it at. A done run gets no such line."""
+    import pandas as pd
+
+    from pipeline.reports import build
+
+    folder = tmp_path / "stack-on"
+    folder.mkdir()
+    (folder / "metrics.csv").write_text("step,train/perplexity,train/coarse,test/coarse\n"
+                                        "10,50.0,,\n20,40.0,0.1,0.0\n30,30.0,0.2,0.0\n")
+    saved = []
+    monkeypatch.setattr(build, "save_figure", lambda fig, path: saved.append(fig))
+    for training_on, expected in ((True, ["Stack-LSTM", "Stack-LSTM read at 20 (training on)"]),
+                                  (False, ["Stack-LSTM"])):
+        selected = pd.DataFrame({"task": ["svo_sov"], "model": ["stack"], "run_id": ["stack-on"], "batches": [20],
+                                 "training_on": [training_on]})
+        assert build.convergence_figure("svo_sov", selected, tmp_path, tmp_path / "figure.png")
+        axes = saved[-1].axes
+        assert [text.get_text() for text in axes[-1].get_legend().get_texts()] == expected
+        assert sum(len(ax.lines) for ax in axes) == 3 + (3 if training_on else 0)  # a curve, and a line, a panel
+
+
 def test_a_length_figure_names_the_architectures_it_has_no_line_for(tmp_path, monkeypatch):
     """The gender figure of the cpu profile: the Stack has no selected run (none finished), so it has no line, and the
     caption says so; a figure where every architecture has its line says nothing of the kind."""
