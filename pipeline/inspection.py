@@ -334,6 +334,7 @@ def run_trace(run_dir: Path, split: str = "test", index: int = 0, step: int | No
     trace kept before traces named their batch is trusted only in a run never reopened nor trained again. Without
     ``step``, the step of the run's results."""
     from pipeline.rundir import RunDir
+    from pipeline.training.runlife import read_checkpoint
 
     folder = RunDir(run_dir)
     if step is None:
@@ -344,8 +345,6 @@ def run_trace(run_dir: Path, split: str = "test", index: int = 0, step: int | No
         kept = load_trace(path)
         if kept.step == step or (kept.step is None and step is not None and not folder.was_reopened()):
             return kept
-    from pipeline.training.runlife import read_checkpoint
-
     best = folder.checkpoint("best")
     if step is None or not best.is_file() or int(read_checkpoint(best, folder.path)["global_step"]) != step:
         return None

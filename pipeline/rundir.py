@@ -68,10 +68,10 @@ WANDB = "wandb"
 LOCK = LOCK_FILE  # held by the one process training the run (pipeline.runlock)
 REOPEN = ".reopen"  # continue the run although its checkpoint says it stopped (pipeline.training.monitor)
 
-# What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
-# archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
 # What every results file holds, whatever its schema (a file without one is damaged)
 RESULTS_REQUIRED = ("batches", "train_perplexity", "train_coarse", "test_coarse")
+# What a run's training writes (``clear`` removes them, with the checkpoints and earlier results), and what an
+# archive keeps of a finished run (everything reports and sweeps read, without checkpoints and the W&B folder).
 OUTPUTS = (METRICS, TIMINGS, RESULTS, FAILED, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, REOPEN)
 ARCHIVED_FILES = (CONFIG, RESULTS, METRICS, TIMINGS, ACCURACY_BY_LENGTH, FIRST_ERRORS, FAR_LENGTHS, RUNGS, COMMITS,
                   TRAIN_LOG, EARLIER_DRAWS)

@@ -91,8 +91,8 @@ EVIDENCE_KINDS = {
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
                "training_on", "batches_now", "stop_reason", "train_perplexity", "selected_step", "end_perplexity",
-               *METRICS, "learned",
-               "still_improving", "trend_batches", "trend_tolerance", "trend_fall", "test_coarse_by_length",
+               *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance", "trend_fall",
+               "test_coarse_by_length",
                "start_perplexity", "left_start_at", "start", "provenance", "machine", "earlier_draws",
                "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
 TABLE3_COLUMNS = (
@@ -355,6 +355,7 @@ def training_on(selected: pd.Series) -> bool:
 
 
 def training_on_text(selected: pd.Series) -> str:
+    """Where a run training on stands (:func:`training_on`), for the evidence."""
     batches, now = int(selected.batches), selected.get("batches_now", math.nan)
     return (f"stands at the results it reported at {batches:,} batches while it trains on toward its cap of "
             f"{int(selected.cap):,}" + (f" (at {int(now):,} now)" if pd.notna(now) and now > batches else "")
@@ -435,8 +436,8 @@ def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
     stop, batches = selected.stop_reason, f"{int(selected.batches):,}"
     if training_on(selected):
         now = selected.get("batches_now", math.nan)
-        out = [("training-on", f"from {batches}" + (f", at {int(now):,} now" if pd.notna(now) and now > int(
-            selected.batches) else ""))]
+        further = pd.notna(now) and now > selected.batches
+        out = [("training-on", f"from {batches}" + (f", at {int(now):,} now" if further else ""))]
     elif stop == "pruned":
         out = [("pruned", f"at {batches}")]
     elif stop == "converged":
@@ -531,9 +532,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
             if chosen is not None and (task, model) in chosen.index:
                 r = chosen.loc[(task, model)]
                 row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "selected_step", "stop_reason",
-                                               "train_perplexity",
-                                               *METRICS, "start", "provenance", "machine", "run_id",
-                                               "commit")})
+                                               "train_perplexity", *METRICS, "start", "provenance", "machine",
+                                               "run_id", "commit")})
                 row["left_start"] = has_left_start(r)
                 for m in METRICS:
                     row[f"diff_{m}"] = r[m] - row[f"paper_{m}"]
