@@ -247,12 +247,27 @@ def archive_unfinished_runs(profile: str | Path, dest: Path, runs_root: Path | N
         resumable = (state == "interrupted" or awaits_its_rung(run_dir, state, halved, caps[run.run_id()])
                      or capped_still_falling(run_dir, state, halved, run))
         if folder.last_checkpoint.is_file() and resumable and worth_its_checkpoints(run_dir):
+            draw_standing_trace(run_dir, run)
             _copy_run(run_dir, dest, RESUME_FILES)
             kept.append(run_dir.name)
         elif state in DONE and copy.exists():
             _remove(copy)
             dropped.append(run_dir.name)
     return kept, dropped
+
+
+def draw_standing_trace(run_dir: Path, run: RunConfig) -> None:
+    """Keep the trace the report draws of a memory model's run that stands at results it reported (a rung's winner
+    not resumed yet, a run waiting at its rung or at a cap to be raised), while its best checkpoint is still the one
+    those results were read at: drawn here, once, the trace travels with the archive, so every checkout's report
+    shows the same figure instead of drawing it again on its own CPU. Nothing where the checkpoint has moved on."""
+    from pipeline.inspection import run_trace
+    from pipeline.models import memory_of
+    from pipeline.reports.build import TRACE_INDEX
+
+    results = RunDir(run_dir).standing_results()
+    if memory_of(run.model.name) is not None and results is not None and "selected_step" in results:
+        run_trace(run_dir, "test", TRACE_INDEX, int(results["selected_step"]))
 
 
 # A run that stands at a halving rung (finished there and waiting for its bracket, or promoted past it and not
@@ -303,9 +318,7 @@ def worth_its_checkpoints(run_dir: Path) -> bool:
     same: the last step of a rung."""
     folder = RunDir(run_dir)
     try:
-        results = folder.read_results()
-        if results is None and (earlier := folder.latest_earlier_results_file()) is not None:
-            results = json.loads(earlier.read_text())
+        results = folder.standing_results()
         if results is None:
             return True
         rows = folder.read_metrics()

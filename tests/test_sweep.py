@@ -612,6 +612,38 @@ def test_a_memory_run_its_cap_stopped_still_falling_keeps_its_checkpoints_so_a_r
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+def test_a_memory_run_standing_at_its_results_is_archived_with_the_trace_of_their_checkpoint(tmp_path, monkeypatch):
+    """A run standing at results it reported (here its cap raised, not resumed yet; a rung's winner alike) is a
+    cell's run in the report, whose trace is of the checkpoint those results were read at. The unfinished archive
+    draws it while that checkpoint is the run's best, so every checkout's report shows the same figure rather than
+    drawing it on its own CPU; not once the best checkpoint is another batch's (the run trained on)."""
+    import pipeline.runs
+    from pipeline.inspection import load_trace, trace_file
+    from pipeline.runs import archive_unfinished_runs
+
+    path = profile(tmp_path, name="standing", models=("stack",), max_batches=20)
+    (run,) = load_sweep(path).runs()
+    runs, unfinished = tmp_path / "runs", tmp_path / "archive" / "unfinished_runs"
+    run_local(load_sweep(path), runs, echo=lambda _: None)
+    run_dir = runs / run.run_id()
+    data = yaml.safe_load(path.read_text())
+    data["defaults"]["training"]["max_batches"] = 30  # the cap raised: it stands at its results of 20 batches
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(pipeline.runs, "KEEP_WAITING_FROM", 20)
+    assert not trace_file(run_dir).exists()
+    assert archive_unfinished_runs(path, unfinished, runs) == ([run.run_id()], [])
+    step = RunDir(run_dir).read_results()["selected_step"]
+    assert load_trace(trace_file(unfinished / run.run_id())).step == step
+
+    shutil.rmtree(unfinished)
+    trace_file(run_dir).unlink()
+    results = json.loads(RunDir(run_dir).results_file.read_text())
+    RunDir(run_dir).results_file.write_text(json.dumps(results | {"selected_step": step - 10}))  # another batch's
+    assert archive_unfinished_runs(path, unfinished, runs) == ([run.run_id()], [])
+    assert not trace_file(unfinished / run.run_id()).exists()
+
+
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_run_waiting_at_its_rung_keeps_its_checkpoints_so_a_later_machine_extends_it(tmp_path, monkeypatch):
     """Issue 78's searches span sessions: a run finished at a halving rung whose bracket has not decided yet (another
     setting still training to it) is archived with its checkpoints (unfinished_runs/, beside its finished copy), so
