@@ -509,7 +509,9 @@ def test_only_runs_the_runs_it_selects_and_refuses_a_pattern_that_selects_none(t
     assert result.exit_code == 0, result.output
     states = {s.config.model.name: s.state for s in sweep_status(load_sweep(path), runs)}
     assert states == {"lstm1": "finished", "stack": "pending"}
-    said = [line for line in result.output.splitlines() if line.startswith("sweep ")][-1]
+    lines = [line for line in result.output.splitlines() if line.startswith("sweep ")]
+    assert lines[0].startswith(f"sweep {load_sweep(path).name}: 1 of 2 runs (--only), 1 to execute"), lines[0]
+    said = lines[-1]
     assert said.endswith("1 finished, 0 running, 0 failed, 0 to go"), said  # not the Stack's "1 to go; ~... left"
     stack = next(s.run_dir.name for s in sweep_status(load_sweep(path), runs) if s.config.model.name == "stack")
     listed = CliRunner().invoke(app, ["sweep", str(path), "--runs-dir", str(runs), "--status", "--only", "*-stack-*"])

@@ -64,7 +64,10 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
     root = sweep_root(sweep, runs_root)
     configs = {root / run.run_id(): run for run, _ in planned_runs(sweep, runs_root)}  # at their budgets now
     attempted = {(run_dir, configs[run_dir].training.max_batches) for run_dir in todo}
-    echo(f"sweep {sweep.name}: {len(sweep.runs())} runs, {len(todo)} to execute with {workers} worker(s) "
+    chosen = sum(selected(run.run_id(), only) for run in sweep.runs())
+    grid = len(sweep.runs())
+    runs = f"{grid} runs" if chosen == grid else f"{chosen} of {grid} runs (--only)"
+    echo(f"sweep {sweep.name}: {runs}, {len(todo)} to execute with {workers} worker(s) "
          + (f"as populations of up to {population} at a time " if population and population > 1 else "")
          + f"in {sweep_root(sweep, runs_root)}")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1",
