@@ -523,3 +523,39 @@ def test_an_ablation_matches_its_run_within_their_noise_and_not_beyond():
     later = curve(noisy + [3.0] * 10)
     assert ablation_standing(later, curve(noisy), 1100)[0]
     assert ablation_standing(curve(noisy), curve([12.0]), 1100) is None  # one window: no noise to judge by
+
+
+def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_so_far(tmp_path):
+    """The report's read-ablation table: a done ablation is judged (used / unused); one still training shows both
+    levels at its last batch so far and is not judged (the SVO->SOV Stack's ablation stood 3.85 against its run's 6.00
+    at 65,400 of its 150,000 batches, and the table said only "not compared yet"); one whose run is not in the profile
+    says so."""
+    from pipeline.reports.build import ablation_lines
+
+    def log(folder, levels):
+        folder.mkdir()
+        rows = "".join(f"{100 * (k + 1)},{p}\n" for k, p in enumerate(levels))
+        (folder / "metrics.csv").write_text("step,train/perplexity\n" + rows)
+
+    log(tmp_path / "heard", [9.0 + 0.01 * (k % 2) for k in range(20)])
+    log(tmp_path / "zeroed", [6.0 + 0.01 * (k % 2) for k in range(20)])
+    base = dict(task="svo_sov", model="stack", batches=2000)
+    runs = pd.DataFrame([dict(base, run_id="heard", ablation_of="", state="interrupted"),
+                         dict(base, run_id="zeroed", ablation_of="heard", state="interrupted")])
+    (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
+    assert "| 2,000 so far | 9.00 / 6.00 |" in row and "not judged until it is done (interrupted)" in row
+    assert "used" not in row
+    runs.loc[1, "state"] = "finished"
+    (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
+    assert "| 2,000 | 9.00 / 6.00 |" in row
+    assert "heard, to its cost: without its reads the same model stands 0.67×" in row
+    log(tmp_path / "helped", [12.0 + 0.01 * (k % 2) for k in range(20)])
+    helped = runs.assign(run_id=["heard", "helped"])
+    (row,) = [line for line in ablation_lines(helped, tmp_path) if "`heard`" in line]
+    assert "used: without its reads the run stands 1.33× as high" in row
+    log(tmp_path / "same", [9.0 + 0.01 * (k % 2) for k in range(20)])
+    (row,) = [line for line in ablation_lines(runs.assign(run_id=["heard", "same"]), tmp_path) if "`heard`" in line]
+    assert "unused: the curves match" in row
+    alone = runs[runs.run_id == "zeroed"]
+    (row,) = [line for line in ablation_lines(alone, tmp_path) if "`heard`" in line]
+    assert "the run it ablates is not in the profile" in row

@@ -722,8 +722,10 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
              "reaches the read weights), trained to the same batch. Each curve's level is the mean training perplexity "
              f"of its last {ABLATION_WINDOWS} windows up to the ablation's last batch, its noise their standard "
              "deviation; the curves match when the levels differ by no more than the two noises together. Matching "
-             "curves say the memory was unused: the cell needs what the LSTM rows need. The convergence figures draw "
-             "each ablation in sparse dots with hollow markers.", "",
+             "curves say the memory was unused: the cell needs what the LSTM rows need; an ablation below its run "
+             "says the reads were heard and cost the controller: it learns faster without them. An ablation still "
+             "training shows the levels at its last batch so far, judged only once it is done. The convergence "
+             "figures draw each ablation in sparse dots with hollow markers.", "",
              "| task | model | run ablated | batch | perplexity: heard / zeroed | noise | the memory |",
              "|---|---|---|---|---|---|---|"]
     in_profile = set(runs.run_id)
@@ -736,14 +738,20 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
         heard = logged_values(logged_rows(root / r.ablation_of), TRAIN_PERPLEXITY)
         zeroed = logged_values(logged_rows(root / r.run_id), TRAIN_PERPLEXITY)
         step = int(r.batches)
-        standing = ablation_standing(heard, zeroed, step) if r.state in DONE else None
+        standing = ablation_standing(heard, zeroed, step)
         run = f"`{r.ablation_of}`"
         if standing is None:
             lines.append(f"{name} {run} | {step:,} | — | — | not compared yet ({r.state}) |")
             continue
         match, level_heard, level_zeroed, noise = standing
+        if r.state not in DONE:  # the levels so far, read as the final comparison reads them; judged at its end
+            lines.append(f"{name} {run} | {step:,} so far | {level_heard:.2f} / {level_zeroed:.2f} | {noise:.2f} | "
+                         f"not judged until it is done ({r.state}) |")
+            continue
+        ratio = level_zeroed / level_heard
         said = ("unused: the curves match" if match else
-                f"used: without its reads the run stands {level_zeroed / level_heard:.2f}× as high")
+                f"used: without its reads the run stands {ratio:.2f}× as high" if ratio > 1 else
+                f"heard, to its cost: without its reads the same model stands {ratio:.2f}× as high, lower")
         lines.append(f"{name} {run} | {step:,} | {level_heard:.2f} / {level_zeroed:.2f} | {noise:.2f} | {said} |")
     return [*lines, ""]
 
