@@ -332,21 +332,23 @@ def run_trace(run_dir: Path, split: str = "test", index: int = 0, step: int | No
     (an archive, ``transduce archive``) still trace. None where neither a kept trace nor the run's best checkpoint is
     of that batch: a run reopened past its results (a rung it won, a raised cap) keeps a moving best checkpoint, and a
     trace kept before traces named their batch is trusted only in a run never reopened nor trained again. Without
-    ``step``, the step of the run's results."""
+    ``step``, the step of the run's results (None without results: no checkpoint was reported)."""
     from pipeline.rundir import RunDir
     from pipeline.training.runlife import read_checkpoint
 
     folder = RunDir(run_dir)
     if step is None:
         results = folder.read_results()
-        step = None if results is None else int(results["selected_step"])
+        if results is None:
+            return None
+        step = int(results["selected_step"])
     path = trace_file(run_dir, split, index)
     if path.is_file():
         kept = load_trace(path)
-        if kept.step == step or (kept.step is None and step is not None and not folder.was_reopened()):
+        if kept.step == step or (kept.step is None and not folder.was_reopened()):
             return kept
     best = folder.checkpoint("best")
-    if step is None or not best.is_file() or int(read_checkpoint(best, folder.path)["global_step"]) != step:
+    if not best.is_file() or int(read_checkpoint(best, folder.path)["global_step"]) != step:
         return None
     trace = inspect_run(run_dir, "best", split, index)
     save_trace(trace, path)

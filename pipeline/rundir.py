@@ -195,8 +195,11 @@ class RunDir:
         won, a raised cap; not resumed yet), else, once it trains on, the latest ``results.<batches>.json`` it was
         reopened after; None if it never reported any."""
         results = self.read_results()
-        if results is not None:
-            return results
+        return results if results is not None else self.read_earlier_results()
+
+    def read_earlier_results(self) -> dict | None:
+        """The latest ``results.<batches>.json`` (:meth:`latest_earlier_results_file`) in the current schema; None if
+        the run was never reopened; :class:`DamagedRun` if it does not parse."""
         earlier = self.latest_earlier_results_file()
         return None if earlier is None else upgraded_results(_read_json(earlier, required=RESULTS_REQUIRED))
 
@@ -413,9 +416,9 @@ class RunDir:
             self._check_checkpoint(self.best_checkpoint)
         else:  # an unfinished run resumes from last.ckpt: one that is cut short cannot resume, so it is damaged
             self._check_checkpoint(self.last_checkpoint)
-            standing = self.standing_results()  # reopened past results, the report reads them until it is done
-            if standing is not None:
-                self._check_results(standing)
+            earlier = self.read_earlier_results()  # reopened past them: the report reads them until it is done
+            if earlier is not None:
+                self._check_results(earlier)
         return results
 
     def _check_results(self, results: dict) -> None:

@@ -200,6 +200,10 @@ def test_a_kept_trace_is_used_only_for_the_checkpoint_it_was_drawn_from(trained,
     legacy = dataclasses.replace(trace, step=None, predicted=["legacy"] * len(trace.predicted))
     save_trace(legacy, trace_file(run_dir))
     assert run_trace(run_dir).predicted == legacy.predicted  # never reopened: its only checkpoint is the reported one
+    reported = folder.results_file.read_text()
+    folder.results_file.unlink()
+    assert run_trace(run_dir) is None  # no results: no reported checkpoint for a kept trace to stand for
+    folder.results_file.write_text(reported)
     shutil.rmtree(folder.checkpoints)
     (run_dir / "results.10.json").write_text(folder.results_file.read_text())  # reopened once, before these results
     assert run_trace(run_dir) is None  # the legacy trace may be the earlier checkpoint's, and none can be drawn

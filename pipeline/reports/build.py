@@ -52,6 +52,7 @@ from pipeline.reports.table3 import (
     table3,
     table3_figure,
     table3_markdown,
+    training_on,
     within_tolerance,
 )
 from pipeline.rundir import RunDir, stop_reason, upgraded_results
@@ -151,8 +152,7 @@ def convergence_figure(task: str, selected: pd.DataFrame, root: Path, out: Path,
 
     # a selected run training on is drawn to where it stands now; Table 3 reads it at the results it reported: a
     # vertical line marks that batch
-    reopened = [(DISPLAY_NAMES[r.model], int(r.batches)) for r in part.itertuples()
-                if "training_on" in part and pd.notna(r.training_on) and r.training_on]
+    reopened = [(DISPLAY_NAMES[r.model], int(r.batches)) for _, r in part.iterrows() if training_on(r)]
 
     def decorate(ax):
         _log_batches(ax)

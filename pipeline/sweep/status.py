@@ -100,7 +100,7 @@ def sweep_status(sweep: SweepConfig, runs_root: Path | None = None, active: set[
     plan = halving_plan(sweep, root)
     out = []
     for run, halved in planned_runs(sweep, runs_root, plan):
-        run_id = run.run_id()  # a hash of the whole config: once a run
+        run_id = run.run_id()  # a hash of the whole config: computed once a run
         if not selected(run_id, only):
             continue
         status = run_status(run, root / run_id, active=root / run_id in active)
