@@ -385,7 +385,7 @@ def test_a_run_training_on_past_results_it_reported_stands_at_them_and_is_budget
     sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["reversal"], "models": ["stack"]}]})
     flat = run(1, 14.9, 0.0, stop="plateau", train=0.0, batches=62500) | {"start_perplexity": 40.0}
     on = run(0, 8.7, 0.0, state="interrupted", train=0.0, batches=30000) | {
-        "stop_reason": "budget", "training_on": True, "batches_now": 154300, "cap": 300000,
+        "stop_reason": "budget", "training_on": True, "batches_now": 154300, "perplexity_now": 4.25, "cap": 300000,
         "start_perplexity": 40.0}
 
     def cell(*rows):
@@ -398,7 +398,13 @@ def test_a_run_training_on_past_results_it_reported_stands_at_them_and_is_budget
     chosen = select_models(runs(flat, on)).iloc[0]
     assert evidence(chosen, runs(flat, on)).startswith(
         "stands at the results it reported at 30,000 batches while it trains on toward its cap of 300,000 (at 154,300 "
-        "now): its numbers are those at 30,000, not where it ends, training perplexity 8.7")
+        "now, training perplexity 4.25 over its last 10 windows): its numbers are those at 30,000, not where it ends, "
+        "training perplexity 8.7")
+    # where it stands now is said only where it has trained past its results, and only where its log says it
+    not_past, unlogged = chosen.copy(), chosen.copy()
+    not_past["batches_now"], unlogged["perplexity_now"] = 30000, math.nan
+    assert "now" not in evidence(not_past, runs(flat, on)).split(": its numbers")[0]
+    assert "(at 154,300 now):" in evidence(unlogged, runs(flat, on))
     assert notes(chosen, runs(flat, on))[0] == ("training-on", "from 30,000, at 154,300 now")
     assert cell(flat, on | {"training_on": False}).verdict == "disagrees at convergence"  # no results to stand at
     assert cell(flat, on | {"halved": True}).verdict == "disagrees at convergence"  # the search discarded it

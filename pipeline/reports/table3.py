@@ -90,7 +90,8 @@ EVIDENCE_KINDS = {
                   "`reports/experiments/`): the verdict is judged where the continuation ended."),
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
-               "training_on", "batches_now", "stop_reason", "train_perplexity", "selected_step", "end_perplexity",
+               "training_on", "batches_now", "perplexity_now", "stop_reason", "train_perplexity", "selected_step",
+               "end_perplexity",
                *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance", "trend_fall",
                "test_coarse_by_length",
                "start_perplexity", "left_start_at", "start", "provenance", "machine", "earlier_draws",
@@ -128,6 +129,9 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
     for status in sweep_status(sweep, runs_root):
         run = status.config
         logged = logged_values(logged_rows(status.run_dir), TRAIN_PERPLEXITY)
+        # where its whole log stands now (a run training on has logged past the results it stands at): the mean of
+        # its last windows, as the read ablation's levels are read
+        now = [p for _, p in logged if not math.isnan(p)][-ABLATION_WINDOWS:]
         results = RunDir(status.run_dir).read_results() if status.state in DONE else None
         # reopened past results it reported (a rung it won, a raised cap, a lifted stop) and not done again: it
         # stands at those results while it trains on, so that a cell does not lose its best run for the hours it
@@ -144,6 +148,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    cap=caps.get(run.run_id(), run.training.max_batches), state=status.state,
                    batches=status.batches_done, training_on=training_on, batches_now=status.batches_done,
+                   perplexity_now=sum(now) / len(now) if now else math.nan,
                    stop_reason=None, train_perplexity=math.nan,
                    # the checkpoint its four values and train_perplexity are read at, and its last window's perplexity
                    selected_step=math.nan, end_perplexity=perplexities[-1] if perplexities else math.nan,
@@ -357,9 +362,14 @@ def training_on(selected: pd.Series) -> bool:
 def training_on_text(selected: pd.Series) -> str:
     """Where a run training on stands (:func:`training_on`), for the evidence."""
     batches, now = int(selected.batches), selected.get("batches_now", math.nan)
+    further = ""
+    if pd.notna(now) and now > batches:
+        level = selected.get("perplexity_now", math.nan)
+        further = f" (at {int(now):,} now" + (
+            f", training perplexity {level:.3g} over its last {ABLATION_WINDOWS} windows" if pd.notna(level) else ""
+        ) + ")"
     return (f"stands at the results it reported at {batches:,} batches while it trains on toward its cap of "
-            f"{int(selected.cap):,}" + (f" (at {int(now):,} now)" if pd.notna(now) and now > batches else "")
-            + ": its numbers are those at " + f"{batches:,}, not where it ends")
+            f"{int(selected.cap):,}{further}: its numbers are those at {batches:,}, not where it ends")
 
 
 def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
