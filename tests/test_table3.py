@@ -414,6 +414,13 @@ def test_a_run_training_on_past_results_it_reported_stands_at_them_and_is_budget
     assert lifted.verdict == "budget-limited" and "where it had stopped (plateau)" in lifted.evidence
     stuck = cell(on | {"stop_reason": "pruned", "train_perplexity": 39.0, "left_start_at": None})
     assert stuck.verdict == "budget-limited"  # not "stopped on its starting plateau": it has not stopped
+    # a rung's winner still on its starting plateau there is not said to have stopped: it trains on from there
+    waiting = cell(on | {"train_perplexity": 39.0, "left_start_at": None})
+    assert waiting.verdict == "budget-limited"
+    assert "it had not left the starting plateau by those results, and trains on" in waiting.evidence
+    assert "stopped before it had begun" not in waiting.evidence
+    assert "stopped before it had begun" in cell(on | {"train_perplexity": 39.0, "left_start_at": None,
+                                                        "training_on": False, "state": "finished"}).evidence
     # numbers that already match the paper's stand as reproduced, training on or not
     assert cell(flat, on | {"train_coarse": 1.0, "train_fine": 1.0, "test_coarse": 1.0, "test_fine": 1.0,
                             "train_perplexity": 1.0}).verdict == "reproduced"

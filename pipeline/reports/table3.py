@@ -427,8 +427,10 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
         text = f"{where}, {ppl}, {trend}"
     start = selected.get("start_perplexity", math.nan)
     if stop in ("plateau", "budget") and not has_left_start(selected):
-        text += (f" — never below {LEFT_START_RATIO:g} × its first window's {start:.4g}: it did not leave the "
-                 "starting plateau, so it stopped before it had begun to learn the task, not at a solution")
+        text += f" — never below {LEFT_START_RATIO:g} × its first window's {start:.4g}: " + (
+            "it had not left the starting plateau by those results, and trains on from there" if training_on(selected)
+            else "it did not leave the starting plateau, so it stopped before it had begun to learn the task, not at "
+                 "a solution")
     if pruned:
         text += f"; {pruned} of {len(cell)} runs pruned"
     unfinished = int(cell.state.isin(("running", *TO_GO)).sum())  # not a failed or damaged one
