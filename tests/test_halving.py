@@ -233,9 +233,10 @@ def test_a_rungs_winner_training_on_stands_at_its_rung_results_in_the_report(tmp
     assert row.train_perplexity == pytest.approx(rung["train_perplexity"])
     assert row.test_coarse == pytest.approx(rung["test_coarse"])
     # where it stands now: its whole log's last ten windows, past the rung's results (not the rung's perplexity)
-    logged = [float(r["train/perplexity"]) for r in csv.DictReader(open(folder.metrics_file))
-              if r.get("train/perplexity")]
-    assert max(int(r["step"]) for r in csv.DictReader(open(folder.metrics_file))) == 40
+    with open(folder.metrics_file) as f:
+        log = list(csv.DictReader(f))
+    logged = [float(r["train/perplexity"]) for r in log if r.get("train/perplexity")]
+    assert max(int(r["step"]) for r in log) == 40
     assert row.perplexity_now == pytest.approx(sum(logged[-10:]) / len(logged[-10:]))
     assert not any(bool(rows.loc[s.run_dir.name].training_on) for s in cut)  # cut at the rung: pruned, halved
     assert select_models(all_runs(sweep, runs)).run_id.tolist() == [winner.run_dir.name]
