@@ -131,7 +131,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         logged = logged_values(logged_rows(status.run_dir), TRAIN_PERPLEXITY)
         # where its whole log stands now (a run training on has logged past the results it stands at): the mean of
         # its last windows, as the read ablation's levels are read
-        now = [p for _, p in logged if not math.isnan(p)][-ABLATION_WINDOWS:]
+        now = recent_windows(logged)
         results = RunDir(status.run_dir).read_results() if status.state in DONE else None
         # reopened past results it reported (a rung it won, a raised cap, a lifted stop) and not done again: it
         # stands at those results while it trains on, so that a cell does not lose its best run for the hours it
@@ -214,6 +214,12 @@ def attempts(runs: pd.DataFrame) -> pd.DataFrame:
 ABLATION_WINDOWS = 10
 
 
+def recent_windows(log: list[tuple[int, float]], upto: float = math.inf) -> list[float]:
+    """The last :data:`ABLATION_WINDOWS` logged perplexities of a (batch, perplexity) ``log`` up to batch ``upto``,
+    NaN windows left out: where a curve stands there (a read ablation's level, a run training on's now)."""
+    return [p for b, p in log if b <= upto and not math.isnan(p)][-ABLATION_WINDOWS:]
+
+
 def ablation_standing(heard: list[tuple[int, float]], zeroed: list[tuple[int, float]], step: int
                       ) -> tuple[bool, float, float, float] | None:
     """Whether a read ablation's training-perplexity curve ``zeroed`` matches that of the run it ablates, ``heard``
@@ -224,7 +230,7 @@ def ablation_standing(heard: list[tuple[int, float]], zeroed: list[tuple[int, fl
     None when either curve has fewer than 2 windows by ``step`` (NaN windows left out)."""
 
     def level(log):
-        values = [p for b, p in log if b <= step and not math.isnan(p)][-ABLATION_WINDOWS:]
+        values = recent_windows(log, step)
         if len(values) < 2:
             return None
         mean = sum(values) / len(values)
