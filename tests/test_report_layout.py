@@ -267,7 +267,7 @@ def test_a_convergence_figure_names_an_architecture_drawn_only_in_faint_runs(tmp
     saved = []
     monkeypatch.setattr(build, "save_figure", lambda fig, path: saved.append(fig))
     assert build.convergence_figure("svo_sov", selected, tmp_path, tmp_path / "figure.png", runs=runs)
-    labels = [text.get_text() for text in saved[0].axes[-1].get_legend().get_texts()]
+    labels = [text.get_text() for text in saved[0].legends[0].get_texts()]
     assert labels == ["Stack-LSTM: no run selected (faint)", "Queue-LSTM"]
 
 
@@ -290,8 +290,64 @@ def test_a_convergence_figure_marks_where_table_3_reads_a_run_training_on(tmp_pa
                                  "training_on": [training_on]})
         assert build.convergence_figure("svo_sov", selected, tmp_path, tmp_path / "figure.png")
         axes = saved[-1].axes
-        assert [text.get_text() for text in axes[-1].get_legend().get_texts()] == expected
+        assert [text.get_text() for text in saved[-1].legends[0].get_texts()] == expected
         assert sum(len(ax.lines) for ax in axes) == 3 + (3 if training_on else 0)  # a curve, and a line, a panel
+
+
+def test_a_convergence_figures_legend_covers_no_panel(tmp_path, monkeypatch):
+    """Every architecture of a task selected, with the reference lines: the legend (eight entries and more) sits
+    below the panels, its box clear of every panel's, and the panels keep their height. Placed inside the perplexity
+    panel (``loc="best"``), it hid the runs it named."""
+    import pandas as pd
+
+    from pipeline.models import MODEL_NAMES
+    from pipeline.reports import build
+
+    models = [m for m in MODEL_NAMES if m in build.DISPLAY_NAMES][:7]
+    for model in models:
+        folder = tmp_path / model
+        folder.mkdir()
+        (folder / "metrics.csv").write_text("step,train/perplexity,train/coarse,test/coarse\n"
+                                            "10,50.0,,\n20,40.0,0.1,0.0\n30,30.0,0.5,0.2\n")
+    selected = pd.DataFrame({"task": "svo_sov", "model": models, "run_id": models})
+    saved = []
+    monkeypatch.setattr(build, "save_figure", lambda fig, path: saved.append(fig))
+    assert build.convergence_figure("svo_sov", selected, tmp_path, tmp_path / "figure.png")
+    fig = saved[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert len(fig.legends[0].get_texts()) >= len(models)
+    for ax in fig.axes:
+        panel = ax.get_window_extent(renderer)
+        assert not legend.overlaps(panel), f"the legend covers the panel {ax.get_title()!r}"
+        assert legend.y1 < panel.y0
+    assert fig.axes[0].get_position().height * fig.get_size_inches()[1] > 0.6 * build.PANEL_HEIGHT
+
+
+def test_the_far_lengths_figures_legends_cover_no_panel(monkeypatch):
+    """One legend per task, under its column, clear of every panel: inside the coarse panel (``lower left``) it hid
+    the runs at 0 and those falling to it."""
+    import pandas as pd
+
+    from pipeline.reports import build
+
+    rows = [dict(task=task, model=model, run_id=f"{task}-{model}", measured_on="selected run", machine="m",
+                 test_coarse=1.0, stands_for=True, low=low, high=low + 63, n=100, coarse=c, fine=c)
+            for task in ("copy", "reversal") for model in ("lstm1", "lstm8", "stack", "queue", "deque")
+            for low, c in ((129, 0.0), (193, 0.0), (257, 0.1))]
+    saved = []
+    monkeypatch.setattr(build, "save_figure", lambda fig, path: saved.append(fig))
+    assert build.far_lengths_figure(pd.DataFrame(rows), None)
+    fig = saved[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 2 and all(len(legend.get_texts()) == 5 for legend in legends)
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent(renderer)), f"a legend covers {ax.get_title()!r}"
 
 
 def test_a_length_figure_names_the_architectures_it_has_no_line_for(tmp_path, monkeypatch):

@@ -337,7 +337,8 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
     if part.empty:
         return False
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.3))
+    width = 5.2 * len(panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, PANEL_HEIGHT))
     # the other runs: thin, no marker, unlabelled, but for an architecture with no selected run here (none finished),
     # whose first faint line is named in the legend, so that every architecture drawn is named
     unnamed = set(faint.model) - set(part.model) if faint is not None and not faint.empty else set()
@@ -373,18 +374,37 @@ def _panels(part: pd.DataFrame, out: Path, curves, panels, xlabel: str, title: s
         if ylabel:
             ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    axes[-1].legend(loc="best", fontsize=8)
     fig.suptitle(title, fontsize=12)
     text = caption() if callable(caption) else caption
     if faint is not None and not faint.empty:
         text += " Faint lines: the cell's other runs (seeds, rates, starts)."
     if ablations is not None and not ablations.empty:
         text += " Hollow markers on sparse dots: read ablations (every memory read zeroed)."
+    # The legend goes below the panels, in rows above the caption, never over a curve: placed inside a panel
+    # ("best"), it hid the perplexity panel's runs wherever a cell had many. The last panel holds every label (the
+    # curves are labelled on each panel, the reference lines only where they are drawn). The figure grows by the
+    # legend's rows, so the panels keep their size.
+    handles, labels = axes[-1].get_legend_handles_labels()
+    columns = max(1, min(len(labels), int(width // LEGEND_COLUMN_WIDTH)))
+    rows = math.ceil(len(labels) / columns)
+    height = PANEL_HEIGHT + CAPTION_HEIGHT + rows * LEGEND_ROW_HEIGHT
+    fig.set_size_inches(width, height)
+    if labels:
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, CAPTION_HEIGHT / height), ncol=columns,
+                   fontsize=8, frameon=False)
     if text:
         fig.text(0.5, 0.01, text.strip(), ha="center", fontsize=8.5, color="#444444")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(0, (CAPTION_HEIGHT + rows * LEGEND_ROW_HEIGHT) / height, 1, 1))
     save_figure(fig, out)
     return True
+
+
+# The figures' layout, in inches: a row of panels, the legend's rows under them, the caption's line at the bottom; a
+# legend column is as wide as its longest labels ("Stack-LSTM read at 30,000 (training on)") need at font size 8.
+PANEL_HEIGHT = 4.3
+CAPTION_HEIGHT = 0.3
+LEGEND_ROW_HEIGHT = 0.2
+LEGEND_COLUMN_WIDTH = 3.4
 
 
 @dataclass(frozen=True)
@@ -446,8 +466,11 @@ def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
         return False
     plt = pyplot()
     tasks = [t for t in TASK_NAMES if t in set(far.task)]
-    # at least 8.5 inches wide: the title and the caption fit even with one task's panel
-    fig, axes = plt.subplots(2, len(tasks), figsize=(max(3.6 * len(tasks) + 0.6, 8.5), 6.4), sharey=True, squeeze=False)
+    # at least 8.5 inches wide: the title and the caption fit even with one task's panel; taller by the rows of the
+    # legends under the panels (two entries a row)
+    rows = max(math.ceil(far[far.task == task].model.nunique() / 2) for task in tasks)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(max(3.6 * len(tasks) + 0.6, 8.5), 6.4 + LEGEND_ROW_HEIGHT * rows),
+                             sharey=True, squeeze=False)
     for column, task in enumerate(tasks):
         for model, part in far[far.task == task].groupby("model", sort=False):
             look = model_style(model)
@@ -463,7 +486,8 @@ def far_lengths_figure(far: pd.DataFrame, out: Path) -> bool:
             ax.set_ylim(-0.03, 1.03)
             ax.grid(alpha=0.3)
         axes[1][column].set_xlabel("source length (band middle)", fontsize=9)
-        axes[0][column].legend(fontsize=7, loc="lower left")
+        # under the column, not inside a panel, where it hid the runs near 0 and the ones falling to it
+        axes[1][column].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     axes[0][0].set_ylabel("coarse accuracy")
     axes[1][0].set_ylabel("fine accuracy")
     n = sorted(set(far["n"]))
