@@ -65,6 +65,36 @@ def test_a_version_1_stop_reads_budget_limited_unless_its_numbers_already_reprod
                 test_fine=1.0).verdict == "reproduced"
 
 
+def test_a_cell_whose_search_cut_a_run_that_stands_lower_is_not_settled():
+    """The copy Stack's case: successive halving cut a setting at a rung whose run, trained on by an earlier grid,
+    stands far below the selected run. A cell that would disagree (or stop on its plateau) is then budget-limited,
+    its evidence naming the cut run; a cut run above the selected one, or with no finite perplexity, changes
+    nothing, and a cell that already reproduces stays reproduced."""
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["reversal"], "models": ["stack"]}]})
+    flat = run(0, 35.1, 0.0, stop="plateau", train=0.0)
+    cut = run(1, 3.18, 0.0, lr=5e-4, state="pruned", stop="budget", batches=40000, train=0.0) | {"halved": True}
+
+    def cell(*rows):
+        (got,) = table3(runs(*rows), sweep).query("task == 'reversal' and model == 'stack'").itertuples()
+        return got
+
+    alone = cell(flat)
+    assert alone.verdict == "disagrees at convergence" and "cut-lower" not in alone.note_kinds
+    got = cell(flat, cut)
+    assert got.seed == 0  # a cut run is never the cell's run
+    assert got.verdict == "budget-limited"
+    assert "its search cut `reversal-stack-0.0005-s1`" in got.evidence and "3.18" in got.evidence
+    assert "cut-lower" in got.note_kinds.split()
+    never_left = run(0, 120.0, 0.0, stop="plateau", train=0.0, left_start_at=math.nan)
+    assert cell(never_left).verdict == "stopped on its starting plateau"
+    assert cell(never_left, cut).verdict == "budget-limited"
+    for harmless in (cut | {"train_perplexity": 40.0}, cut | {"train_perplexity": math.nan}):
+        kept = cell(flat, harmless)
+        assert kept.verdict == "disagrees at convergence" and "cut-lower" not in kept.note_kinds
+    solved = run(0, 35.1, 1.0)
+    assert cell(solved, cut).verdict == "reproduced"
+
+
 @pytest.mark.parametrize("ours, stop, improving, left, expected", [
     ((1.0, 1.0, 0.96, 0.99), "converged", False, True, "reproduced"),
     ((1.0, 1.0, 0.94, 0.99), "converged", False, True, "disagrees at convergence"),
@@ -407,7 +437,9 @@ def test_a_run_training_on_past_results_it_reported_stands_at_them_and_is_budget
     assert "(at 154,300 now):" in evidence(unlogged, runs(flat, on))
     assert notes(chosen, runs(flat, on))[0] == ("training-on", "from 30,000, at 154,300 now")
     assert cell(flat, on | {"training_on": False}).verdict == "disagrees at convergence"  # no results to stand at
-    assert cell(flat, on | {"halved": True}).verdict == "disagrees at convergence"  # the search discarded it
+    discarded = cell(flat, on | {"halved": True})  # the search discarded it: never the cell's run, but below it
+    assert discarded.seed == 1 and discarded.note_kinds.split()[0] == "plateau"
+    assert "cut-lower" in discarded.note_kinds.split() and discarded.verdict == "budget-limited"
     assert cell(flat | {"train_perplexity": 5.0}, on).seed == 1  # a done run that beats it is selected
     # a stop lifted by a revised rule: where it had stopped is not where it converges
     lifted = cell(flat, on | {"stop_reason": "plateau"})

@@ -12,7 +12,8 @@
   which runs converged; and a **verdict** (:func:`verdict`). A selected run that hit its cap still improving is
   *budget-limited*, unless it was continued outside the profile (a documented experiment under
   ``reports/experiments/`` holding the same run, its cap raised): the verdict is then judged where the continuation
-  ended, and the evidence says so.
+  ended, and the evidence says so. A cell short of the paper whose successive halving cut a run now standing lower
+  than the selected one (:func:`cut_lower`) is budget-limited too: its search, not its memory, decided it.
 
 Only training numbers choose anything here. Test-length numbers are reported, never used to select or stop.
 """
@@ -88,6 +89,9 @@ EVIDENCE_KINDS = {
                    "cell so far, selected among the runs with results."),
     "continued": ("continued", "The selected run was continued outside the profile (same run, cap raised; "
                   "`reports/experiments/`): the verdict is judged where the continuation ended."),
+    "cut-lower": ("cut run lower", "A run the cell's successive halving cut stands at a lower training perplexity "
+                  "than the selected run (trained past its rung by an earlier grid, say): the search has not settled "
+                  "the cell, which is budget-limited unless it already reproduces or beats the paper's."),
 }
 RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches", "cap", "state", "batches",
                "training_on", "batches_now", "perplexity_now", "stop_reason", "train_perplexity", "selected_step",
@@ -449,6 +453,20 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     return text
 
 
+def cut_lower(selected: pd.Series, cell: pd.DataFrame) -> pd.Series | None:
+    """The run of ``cell`` that successive halving cut (never a cell's run: :func:`select_models`) with the lowest
+    training perplexity, if that is below the selected run's; else None. A cut run stops at its rung, above the
+    runs its rung kept, which then train on, so such a run is rare: one an earlier grid had trained past the rung
+    (the cpu profile's copy Stack: lr 5e-4 push init seed 0, cut at 8,000 at 96.3 where it had gone on to 3.18 by
+    40,000), or a survivor that ended worse than its rung's losers stood. Either way the search, not the memory,
+    decided the cell."""
+    if "halved" not in cell or cell.empty:
+        return None
+    perplexity = pd.to_numeric(cell.train_perplexity, errors="coerce")
+    cut = cell[(cell.halved == True) & (perplexity < selected.train_perplexity)]  # noqa: E712 (objects)
+    return None if cut.empty else cut.sort_values(["train_perplexity", "run_id"]).iloc[0]
+
+
 def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
     """The short form of :func:`evidence`: (kind of :data:`EVIDENCE_KINDS`, what this cell adds, a few words)."""
     stop, batches = selected.stop_reason, f"{int(selected.batches):,}"
@@ -572,6 +590,15 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                         f"stopped at batch {int(r.batches):,} by version 1 of the plateau rule, which the rule in "
                         "force does not confirm there (it trains on when its sweep runs again): its numbers are where "
                         "it was cut short, not where it converges; " + row["evidence"]))
+                below = cut_lower(r, cell)
+                if below is not None:  # the search cut a run that went lower: the cell is not settled by it
+                    if row["verdict"] in SHORT_OF_THE_PAPER:
+                        row["verdict"] = "budget-limited"
+                    row["evidence"] += (
+                        f"; its search cut `{below.run_id}` (successive halving), whose results at "
+                        f"{int(below.batches):,} batches stand at training perplexity {below.train_perplexity:.4g}, "
+                        "below this run's: the cell is not settled until that setting has had the same cap")
+                    cell_notes.append(("cut-lower", f"{below.train_perplexity:.3g}"))
                 later = (continuations or {}).get(r.run_id)
                 if row["verdict"] == "budget-limited" and later is not None and later["batches"] > r.batches:
                     judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS})
