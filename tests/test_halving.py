@@ -120,6 +120,30 @@ def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path, br
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
+def test_a_promoted_winner_trains_before_the_later_blocks_still_queued(tmp_path):
+    """One worker, a bracket first in the grid and another block after it: once the rung is decided its winner goes
+    on at its place in grid order, before the later block's run. The pool once queued promoted runs only when its
+    queue was empty, so a winner waited for the whole rest of the grid (the cpu profile: a bracket's survivors behind
+    dozens of hidden-512 runs)."""
+    data = {"name": "halving", "workers": 1,
+            "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": 40},
+                         "tracking": {"wandb": "off"}},
+            "grid": [{"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8], "lr": [3e-2, 1e-3],
+                      "halving": {"at": [20], "keep": [1]}},
+                     {"tasks": ["copy"], "models": ["lstm1"], "hidden": [8], "lr": [1e-3]}]}
+    path = tmp_path / "halving.yaml"
+    path.write_text(yaml.safe_dump(data))
+    said = []
+    statuses = run_local(load_sweep(path), tmp_path / "runs", echo=said.append)
+    later = next(s for s in statuses if s.config.task == "copy")
+    winner = next(s for s in statuses if s.config.task == "reversal" and s.state == "finished")
+    assert later.state == "finished" and winner.batches_done == 40
+    ended = [line.split(": ", 1)[1] for line in said if line.startswith("  finished: ")]
+    last = len(ended) - 1 - ended[::-1].index(winner.run_dir.name)  # it also ends its rung as 'finished'
+    assert last < ended.index(later.run_dir.name), said
+
+
+@pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_two_rungs_and_a_failed_rate_that_stands_last(tmp_path):
     path = halving_profile(tmp_path, {"at": [10, 20], "keep": [2, 1]}, lrs=(3e-2, 1e-2, 1e-3, 1e-9))
     sweep = load_sweep(path)

@@ -132,11 +132,15 @@ def run_local(sweep: SweepConfig, runs_root: Path | None = None, workers: int | 
                 active = {run_dir for job, _, _ in children.values() for run_dir in job}
                 echo("  " + summary(sweep_status(sweep, runs_root, active, only), workers, measured))
                 last_report = time.monotonic()
-            if changed and not queue and len(children) < workers:  # a worker is idle: a rung just decided may
-                # have promoted runs (a bracket does not wait for the rest of the grid); a run still training is
-                # never queued twice (replan offers each run once per budget)
+            if changed:  # a rung just decided may have promoted runs: they take their place in grid order, ahead
+                # of the later blocks still queued (a bracket's winner does not wait for the rest of the grid); a run
+                # still training is never queued twice (replan offers each run once per budget)
                 busy = {run_dir for job, _, _ in children.values() for run_dir in job}
-                queue = pack(replan(sweep, runs_root, only, configs, attempted, busy), configs, population)
+                fresh = replan(sweep, runs_root, only, configs, attempted, busy)
+                if fresh:
+                    queued = [run_dir for job in queue for run_dir in job]
+                    queue = pack(in_grid_order(sweep, runs_root, [*queued, *(r for r in fresh if r not in queued)]),
+                                 configs, population)
     except KeyboardInterrupt:  # Ctrl-C reaches the workers too (one process group); said like SIGTERM
         raise SweepStopped("an interrupt (Ctrl-C)", 128 + signal.SIGINT) from None
     finally:
@@ -171,6 +175,13 @@ class SweepStopped(Exception):
     def __init__(self, why: str, exit_code: int):
         super().__init__(why)
         self.why, self.exit_code = why, exit_code
+
+
+def in_grid_order(sweep: SweepConfig, runs_root: Path | None, run_dirs: list[Path]) -> list[Path]:
+    """``run_dirs`` in the order of the profile's grid (blocks, then their runs), the order a sweep starts them in."""
+    root = sweep_root(sweep, runs_root)
+    position = {root / run.run_id(): index for index, run in enumerate(sweep.runs())}
+    return sorted(run_dirs, key=lambda run_dir: position.get(run_dir, len(position)))
 
 
 def replan(sweep: SweepConfig, runs_root: Path | None, only, configs: dict, attempted: set,
