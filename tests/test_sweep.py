@@ -192,6 +192,16 @@ def test_archived_runs_regenerate_the_report_and_resume_the_sweep_without_checkp
     assert (tmp_path / "out2" / "traces" / "reversal_stack.png").is_file()
     assert report_there.read_text().count("traces/reversal_stack.png") == report_here.read_text().count(
         "traces/reversal_stack.png") == 1
+    # an archive without the trace (drawn neither before the checkpoint went, nor since): the cell says so, with the
+    # batch whose checkpoint is gone, where a deep LSTM's cell, with no memory to draw, stays empty
+    trace_file(fresh / stack).unlink()
+    text = write_report(sweep, path, fresh, tmp_path / "out3", command="pytest").read_text()
+    step = json.loads((fresh / stack / "results.json").read_text())["selected_step"]
+    cells = text.split("## Table 3, cell by cell")[1].split("\n## ")[0]
+    (row,) = [line for line in cells.splitlines() if line.startswith("| Sequence reversal | Stack-LSTM | ")]
+    assert row.endswith(f"| not kept (batch {step:,}) |") and "traces/" not in cells
+    (row,) = [line for line in cells.splitlines() if line.startswith("| Sequence reversal | 1-layer LSTM | ")]
+    assert row.endswith("|  |")
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes

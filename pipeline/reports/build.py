@@ -1164,7 +1164,9 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
               "Each cell's verdict and the notes it rests on; [table3.md](table3.md) ([CSV](table3.csv)) has all four "
               "values beside the paper's and the selected runs, [evidence.md](evidence.md) the evidence in full. "
               "Memory traces (`transduce inspect`): the selected memory model decoding test-length sequence "
-              f"{TRACE_INDEX} of the cached set.", "", *legend(), "",
+              f"{TRACE_INDEX} of the cached set, by the checkpoint its numbers were read at. \"not kept\": that "
+              "checkpoint is gone (an archive keeps none, a run training on has moved past it) and no trace was drawn "
+              "from it while it was there; the trace comes with the run's next results.", "", *legend(), "",
               "| task | model | test coarse: ours (paper) | | seeds: test coarse | runs tried / learned / pruned | "
               "notes | trace |", "|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
@@ -1177,10 +1179,14 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         else:
             sd = "—" if pd.isna(r.test_coarse_std) else f"{r.test_coarse_std:.2f}"
             trace = traces.get((r.task, r.model))
+            if trace:
+                trace = f"[trace]({trace})"
+            elif memory_of(r.model) is not None:
+                trace = "not kept" + (f" (batch {int(r.selected_step):,})" if pd.notna(r.selected_step) else "")
             lines.append(f"{name} {r.test_coarse:.2f} ({r.paper_test_coarse:.2f}) | {VERDICT_MARKS[r.verdict]} | "
                          f"{r.test_coarse_mean:.2f} ± {sd} (n={int(r.seeds_at_selected)}) | {r.runs} / {r.learned} / "
                          f"{r.pruned} | {r.notes}{_experiment_note(continuing.get((r.task, r.model), []), out_dir)} | "
-                         + (f"[trace]({trace})" if trace else "") + " |")
+                         + (trace or "") + " |")
     lines += ["", *memory_use_lines(table, root), *reference_lines(table, references), *ablation_lines(runs, root),
               *search_lines(runs, sweep)]
     lines += [*first_error_lines(table, root, out_dir)]
