@@ -247,6 +247,30 @@ def test_the_compute_by_block_line_adds_each_labelled_blocks_done_runs_and_the_t
     assert block_compute_line(finished, unlabelled, statuses) == ""
 
 
+def test_the_experiments_that_hold_a_profiles_run_are_weighed_for_its_cut_runs_the_furthest_each(tmp_path):
+    """``elsewhere_of``: an experiment holding one of the profile's runs (any draw of it) is kept by run id, the one that
+    went furthest; one holding a run the profile lacks is not."""
+    import json
+
+    from pipeline.reports.build import elsewhere_of, experiments_beside
+
+    def experiment(name, run_id, batches, perplexity):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "results.json").write_text(json.dumps(dict(
+            task="gender", model="lstm1", run_id=run_id, batches=batches, stop_reason="plateau",
+            train_perplexity=perplexity, train_coarse=0.1, train_fine=0.5, test_coarse=0.0, test_fine=0.3)))
+        (folder / "metrics.csv").write_text("step,train/perplexity\n100,20.0\n200,10.0\n")
+
+    experiment("short", "gender-lstm1-a", 40000, 3.0)
+    experiment("long", "gender-lstm1-a", 90000, 2.5)
+    experiment("other", "gender-lstm1-b", 90000, 1.5)
+    found = elsewhere_of(experiments_beside(tmp_path), {"gender-lstm1-a", "gender-lstm1-c"})
+    assert list(found) == ["gender-lstm1-a"]
+    assert (found["gender-lstm1-a"]["name"], found["gender-lstm1-a"]["batches"]) == ("long", 90000)
+    assert found["gender-lstm1-a"]["train_perplexity"] == 2.5
+
+
 def test_a_convergence_figure_names_an_architecture_drawn_only_in_faint_runs(tmp_path, monkeypatch):
     """A cell with no selected run (none finished) is drawn only faint; its architecture is still named in the
     legend, once, while the faint runs of an architecture that has a selected run stay unnamed."""

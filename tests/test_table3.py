@@ -93,6 +93,21 @@ def test_a_cell_whose_search_cut_a_run_that_stands_lower_is_not_settled():
         assert kept.verdict == "disagrees at convergence" and "cut-lower" not in kept.note_kinds
     solved = run(0, 35.1, 1.0)
     assert cell(solved, cut).verdict == "reproduced"
+    # the gender 1-layer LSTM's case: the cut run stopped at its rung above the selected run, and the same run, trained
+    # to the block's cap outside the profile (an experiment; another draw), stands below it
+    rung = cut | {"train_perplexity": 38.7, "batches": 20000}
+    for later, expected in ((30.2, "budget-limited"), (36.0, "disagrees at convergence")):
+        elsewhere = {rung["run_id"]: dict(run_id=rung["run_id"], name="lstm1-gender-lr1e-3", batches=90000,
+                                          train_perplexity=later)}
+        (got,) = table3(runs(flat, rung), sweep, elsewhere=elsewhere).query(
+            "task == 'reversal' and model == 'stack'").itertuples()
+        assert got.verdict == expected
+        assert ("trained to 90,000 batches outside the profile (`lstm1-gender-lr1e-3`)" in got.evidence) == (
+            expected == "budget-limited")
+    not_cut = {flat["run_id"]: dict(run_id=flat["run_id"], name="x", batches=90000, train_perplexity=1.0)}
+    assert cell(flat).verdict == "disagrees at convergence"  # the selected run's own experiment is not a cut run
+    (got,) = table3(runs(flat), sweep, elsewhere=not_cut).query("task == 'reversal' and model == 'stack'").itertuples()
+    assert got.verdict == "disagrees at convergence"
 
 
 @pytest.mark.parametrize("ours, stop, improving, left, expected", [

@@ -1019,6 +1019,19 @@ def continuations_of(continuing: dict[tuple[str, str], list[tuple[Path, dict]]])
     return found
 
 
+def elsewhere_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]], run_ids: set[str]) -> dict:
+    """Of the experiments, those that hold one of the profile's runs (``run_ids``) trained outside it, its own log
+    continued or the run trained again (another draw: :func:`continues` need not hold), the one that went furthest
+    for each run, by run id: what :func:`table3` weighs for the runs a search cut (``table3.cut_lower``)."""
+    found: dict[str, dict] = {}
+    for folder, results in (item for items in experiments.values() for item in items):
+        if results.get("run_id") in run_ids:
+            later = continuation(folder)
+            if later["batches"] > found.get(later["run_id"], {}).get("batches", -1):
+                found[later["run_id"]] = later
+    return found
+
+
 def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
     notes = []
     for folder, r in experiments:
@@ -1103,7 +1116,7 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     selected = select_models(runs)
     experiments = experiments_beside(experiments_dir if experiments_dir is not None else REPORTS_DIR / "experiments")
     continuing = continuing_experiments(experiments, {run_id: root / run_id for run_id in runs.run_id})
-    table = table3(runs, sweep, continuations_of(continuing))
+    table = table3(runs, sweep, continuations_of(continuing), elsewhere_of(experiments, set(runs.run_id)))
     atomic_write_text(out_dir / "table3.csv", table.to_csv(index=False))
     finished = [RunDir(s.run_dir).read_results() for s in statuses if s.state in DONE]
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})

@@ -453,18 +453,35 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     return text
 
 
-def cut_lower(selected: pd.Series, cell: pd.DataFrame) -> pd.Series | None:
+@dataclasses.dataclass(frozen=True)
+class CutRun:
+    """A run a cell's search cut, where it stands: its own results, or (``elsewhere``, an experiment's name) those of
+    the same run trained to its cap outside the profile."""
+    run_id: str
+    train_perplexity: float
+    batches: int
+    elsewhere: str | None = None
+
+
+def cut_lower(selected: pd.Series, cell: pd.DataFrame, elsewhere: dict[str, dict] | None = None) -> CutRun | None:
     """The run of ``cell`` that successive halving cut (never a cell's run: :func:`select_models`) with the lowest
     training perplexity, if that is below the selected run's; else None. A cut run stops at its rung, above the
     runs its rung kept, which then train on, so such a run is rare: one an earlier grid had trained past the rung
     (the cpu profile's copy Stack: lr 5e-4 push init seed 0, cut at 8,000 at 96.3 where it had gone on to 3.18 by
-    40,000), or a survivor that ended worse than its rung's losers stood. Either way the search, not the memory,
+    40,000), a survivor that ended worse than its rung's losers stood, or a cut run trained to the block's cap outside
+    the profile (``elsewhere``: run id -> :func:`continuation` of an experiment holding that run, its own log or
+    another draw of it; the cpu profile's 1-layer LSTM on gender at lr 1e-3). Either way the search, not the model,
     decided the cell."""
     if "halved" not in cell or cell.empty:
         return None
-    perplexity = pd.to_numeric(cell.train_perplexity, errors="coerce")
-    cut = cell[(cell.halved == True) & (perplexity < selected.train_perplexity)]  # noqa: E712 (objects)
-    return None if cut.empty else cut.sort_values(["train_perplexity", "run_id"]).iloc[0]
+    found = []
+    for r in cell[cell.halved == True].itertuples():  # noqa: E712 (a column of objects)
+        found.append(CutRun(r.run_id, pd.to_numeric(r.train_perplexity, errors="coerce"), int(r.batches)))
+        later = (elsewhere or {}).get(r.run_id)
+        if later is not None:
+            found.append(CutRun(r.run_id, float(later["train_perplexity"]), int(later["batches"]), later["name"]))
+    below = [c for c in found if c.train_perplexity < selected.train_perplexity]  # NaN is never below
+    return min(below, key=lambda c: (c.train_perplexity, c.run_id)) if below else None
 
 
 def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
@@ -542,11 +559,14 @@ def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
     return judged, text
 
 
-def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict] | None = None) -> pd.DataFrame:
+def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict] | None = None,
+           elsewhere: dict[str, dict] | None = None) -> pd.DataFrame:
     """One row per cell of the paper's Table 3 (all 35), in the paper's order; cells outside the profile say so.
 
     ``continuations`` (run id -> :func:`continuation`): runs of the profile trained further outside it. A selected
-    run that is budget-limited and has a continuation that went further is judged at the continuation's end."""
+    run that is budget-limited and has a continuation that went further is judged at the continuation's end.
+    ``elsewhere`` (run id -> :func:`continuation`): the profile's runs trained outside it, their own logs continued or
+    trained again (another draw), which :func:`cut_lower` weighs for the runs a search cut."""
     paper = published_table3().set_index(["task", "model"])
     runs = attempts(runs)
     selected = select_models(runs)
@@ -590,14 +610,16 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                         f"stopped at batch {int(r.batches):,} by version 1 of the plateau rule, which the rule in "
                         "force does not confirm there (it trains on when its sweep runs again): its numbers are where "
                         "it was cut short, not where it converges; " + row["evidence"]))
-                below = cut_lower(r, cell)
+                below = cut_lower(r, cell, elsewhere)
                 if below is not None:  # the search cut a run that went lower: the cell is not settled by it
                     if row["verdict"] in SHORT_OF_THE_PAPER:
                         row["verdict"] = "budget-limited"
+                    where = (f"which, trained to {below.batches:,} batches outside the profile (`{below.elsewhere}`), "
+                             "stands" if below.elsewhere else f"whose results at {below.batches:,} batches stand")
                     row["evidence"] += (
-                        f"; its search cut `{below.run_id}` (successive halving), whose results at "
-                        f"{int(below.batches):,} batches stand at training perplexity {below.train_perplexity:.4g}, "
-                        "below this run's: the cell is not settled until that setting has had the same cap")
+                        f"; its search cut `{below.run_id}` (successive halving), {where} at training perplexity "
+                        f"{below.train_perplexity:.4g}, below this run's: the cell is not settled until that setting "
+                        "has had the same cap in the profile")
                     cell_notes.append(("cut-lower", f"{below.train_perplexity:.3g}"))
                 later = (continuations or {}).get(r.run_id)
                 if row["verdict"] == "budget-limited" and later is not None and later["batches"] > r.batches:
