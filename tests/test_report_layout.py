@@ -248,8 +248,8 @@ def test_the_compute_by_block_line_adds_each_labelled_blocks_done_runs_and_the_t
 
 
 def test_the_experiments_that_hold_a_profiles_run_are_weighed_for_its_cut_runs_the_furthest_each(tmp_path):
-    """``elsewhere_of``: an experiment holding one of the profile's runs (any draw of it) is kept by run id, the one that
-    went furthest; one holding a run the profile lacks is not."""
+    """``elsewhere_of``: an experiment holding one of the profile's runs (any draw of it) is kept by run id, the one
+    that went furthest; one holding a run the profile lacks is not."""
     import json
 
     from pipeline.reports.build import elsewhere_of, experiments_beside
