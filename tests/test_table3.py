@@ -88,7 +88,8 @@ def test_a_cell_whose_search_cut_a_run_that_stands_lower_is_not_settled():
     never_left = run(0, 120.0, 0.0, stop="plateau", train=0.0, left_start_at=math.nan)
     assert cell(never_left).verdict == "stopped on its starting plateau"
     assert cell(never_left, cut).verdict == "budget-limited"
-    for harmless in (cut | {"train_perplexity": 40.0}, cut | {"train_perplexity": math.nan}):
+    failed = cut | {"state": "failed", "stop_reason": None, "train_perplexity": math.nan, "batches": math.nan}
+    for harmless in (cut | {"train_perplexity": 40.0}, cut | {"train_perplexity": math.nan}, failed):
         kept = cell(flat, harmless)
         assert kept.verdict == "disagrees at convergence" and "cut-lower" not in kept.note_kinds
     solved = run(0, 35.1, 1.0)

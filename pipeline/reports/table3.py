@@ -476,12 +476,13 @@ def cut_lower(selected: pd.Series, cell: pd.DataFrame, elsewhere: dict[str, dict
         return None
     found = []
     for r in cell[cell.halved == True].itertuples():  # noqa: E712 (a column of objects)
-        found.append(CutRun(r.run_id, pd.to_numeric(r.train_perplexity, errors="coerce"), int(r.batches)))
+        perplexity = pd.to_numeric(r.train_perplexity, errors="coerce")
+        if perplexity < selected.train_perplexity:  # NaN (no results: failed, damaged) is never below
+            found.append(CutRun(r.run_id, float(perplexity), int(r.batches)))
         later = (elsewhere or {}).get(r.run_id)
-        if later is not None:
+        if later is not None and later["train_perplexity"] < selected.train_perplexity:
             found.append(CutRun(r.run_id, float(later["train_perplexity"]), int(later["batches"]), later["name"]))
-    below = [c for c in found if c.train_perplexity < selected.train_perplexity]  # NaN is never below
-    return min(below, key=lambda c: (c.train_perplexity, c.run_id)) if below else None
+    return min(found, key=lambda c: (c.train_perplexity, c.run_id)) if found else None
 
 
 def notes(selected: pd.Series, cell: pd.DataFrame) -> list[tuple[str, str]]:
