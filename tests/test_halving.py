@@ -119,28 +119,42 @@ def test_a_bracket_trains_every_rate_to_the_rung_then_only_the_best(tmp_path, br
     assert [(s.run_dir.name, s.state, s.batches_done) for s in again] == bracket[1]
 
 
+def bracket_beside_a_copy_run(tmp_path, workers, bracket_first):
+    """A profile of two blocks: a reversal bracket of two rates (one rung at 20, the winner on to 40) and one copy run,
+    in that order or the other."""
+    bracket = {"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8], "lr": [3e-2, 1e-3],
+               "halving": {"at": [20], "keep": [1]}}
+    copy = {"tasks": ["copy"], "models": ["lstm1"], "hidden": [8], "lr": [1e-3]}
+    data = {"name": "halving", "workers": workers,
+            "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": 40},
+                         "tracking": {"wandb": "off"}},
+            "grid": [bracket, copy] if bracket_first else [copy, bracket]}
+    path = tmp_path / "halving.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def assert_the_winner_ends_before_the_copy_run(statuses, said):
+    """Both done, and the bracket's winner ended its last rung (the pool's 'finished' lines, ``said``) before the copy
+    run ended."""
+    copy = next(s for s in statuses if s.config.task == "copy")
+    winner = next(s for s in statuses if s.config.task == "reversal" and s.state == "finished")
+    assert copy.state == "finished" and winner.batches_done == 40
+    ended = [line.split(": ", 1)[1] for line in said if line.startswith("  finished: ")]
+    last = len(ended) - 1 - ended[::-1].index(winner.run_dir.name)  # it also ends its rung as 'finished'
+    assert last < ended.index(copy.run_dir.name), said
+
+
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
 def test_a_promoted_winner_trains_before_the_later_blocks_still_queued(tmp_path):
     """One worker, a bracket first in the grid and another block after it: once the rung is decided its winner goes
     on at its place in grid order, before the later block's run. The pool once queued promoted runs only when its
     queue was empty, so a winner waited for the whole rest of the grid (the cpu profile: a bracket's survivors behind
     dozens of hidden-512 runs)."""
-    data = {"name": "halving", "workers": 1,
-            "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": 40},
-                         "tracking": {"wandb": "off"}},
-            "grid": [{"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8], "lr": [3e-2, 1e-3],
-                      "halving": {"at": [20], "keep": [1]}},
-                     {"tasks": ["copy"], "models": ["lstm1"], "hidden": [8], "lr": [1e-3]}]}
-    path = tmp_path / "halving.yaml"
-    path.write_text(yaml.safe_dump(data))
     said = []
-    statuses = run_local(load_sweep(path), tmp_path / "runs", echo=said.append)
-    later = next(s for s in statuses if s.config.task == "copy")
-    winner = next(s for s in statuses if s.config.task == "reversal" and s.state == "finished")
-    assert later.state == "finished" and winner.batches_done == 40
-    ended = [line.split(": ", 1)[1] for line in said if line.startswith("  finished: ")]
-    last = len(ended) - 1 - ended[::-1].index(winner.run_dir.name)  # it also ends its rung as 'finished'
-    assert last < ended.index(later.run_dir.name), said
+    statuses = run_local(load_sweep(bracket_beside_a_copy_run(tmp_path, workers=1, bracket_first=True)),
+                         tmp_path / "runs", echo=said.append)
+    assert_the_winner_ends_before_the_copy_run(statuses, said)
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
@@ -184,14 +198,7 @@ def test_a_decided_rung_promotes_its_winner_while_other_runs_still_train(tmp_pat
 
     from pipeline.sweep import local
 
-    data = {"name": "halving", "workers": 2,
-            "defaults": {"model": {"embedding": 4}, "training": {**TRAINING, "max_batches": 40},
-                         "tracking": {"wandb": "off"}},
-            "grid": [{"tasks": ["copy"], "models": ["lstm1"], "hidden": [8], "lr": [1e-3]},
-                     {"tasks": ["reversal"], "models": ["lstm1"], "hidden": [8], "lr": [3e-2, 1e-3],
-                      "halving": {"at": [20], "keep": [1]}}]}
-    path = tmp_path / "halving.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path = bracket_beside_a_copy_run(tmp_path, workers=2, bracket_first=False)
     runs = tmp_path / "runs"
     worker = tmp_path / "python"
     worker.write_text(f"""#!/bin/sh
@@ -215,12 +222,7 @@ exec {sys.executable} "$@"
         isinstance(c, InProcessWorker) for c in children) else real_wait(children, timeout))
     said = []
     statuses = run_local(load_sweep(path), runs, echo=said.append)
-    held = next(s for s in statuses if s.config.task == "copy")
-    winner = next(s for s in statuses if s.config.task == "reversal" and s.state == "finished")
-    assert held.state == "finished" and winner.batches_done == 40
-    ended = [line.split(": ", 1)[1] for line in said if line.startswith("  finished: ")]
-    last = len(ended) - 1 - ended[::-1].index(winner.run_dir.name)  # it also ends its rung as 'finished'
-    assert last < ended.index(held.run_dir.name), said
+    assert_the_winner_ends_before_the_copy_run(statuses, said)  # the copy run is the held one
 
 
 @pytest.mark.usefixtures("in_process_pool")  # the pool's plan, not its processes
