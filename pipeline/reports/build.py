@@ -1010,7 +1010,8 @@ def continuing_experiments(experiments: dict[tuple[str, str], list[tuple[Path, d
 
 def continuations_of(continuing: dict[tuple[str, str], list[tuple[Path, dict]]]) -> dict:
     """Of the experiments that continue the profile's runs (:func:`continuing_experiments`), the one that went
-    furthest for each run, by run id: what :func:`table3` judges a budget-limited cell by."""
+    furthest for each run, by run id: what :func:`table3` judges a budget-limited cell by (and, given every
+    experiment that holds a run of the profile, what it weighs for a cut run: :func:`elsewhere_of`)."""
     found: dict[str, dict] = {}
     for folder, _ in (item for items in continuing.values() for item in items):
         later = continuation(folder)
@@ -1022,14 +1023,10 @@ def continuations_of(continuing: dict[tuple[str, str], list[tuple[Path, dict]]])
 def elsewhere_of(experiments: dict[tuple[str, str], list[tuple[Path, dict]]], run_ids: set[str]) -> dict:
     """Of the experiments, those that hold one of the profile's runs (``run_ids``) trained outside it, its own log
     continued or the run trained again (another draw: :func:`continues` need not hold), the one that went furthest
-    for each run, by run id: what :func:`table3` weighs for the runs a search cut (``table3.cut_lower``)."""
-    found: dict[str, dict] = {}
-    for folder, results in (item for items in experiments.values() for item in items):
-        if results.get("run_id") in run_ids:
-            later = continuation(folder)
-            if later["batches"] > found.get(later["run_id"], {}).get("batches", -1):
-                found[later["run_id"]] = later
-    return found
+    for each run, by run id (:func:`continuations_of`): what :func:`table3` weighs for the runs a search cut
+    (``table3.cut_lower``)."""
+    return continuations_of({cell: [(folder, results) for folder, results in items if results.get("run_id") in run_ids]
+                             for cell, items in experiments.items()})
 
 
 def _experiment_note(experiments: list[tuple[Path, dict]], out_dir: Path) -> str:
