@@ -255,7 +255,8 @@ def test_a_report_from_no_runs_or_fewer_than_before_is_refused_and_stale_figures
     (out / "convergence_copy.png").write_bytes(b"an old report's figure")  # a task this profile does not train
     with pytest.raises(ReportRefused, match=r"0 done run\(s\) in .*missing, where the report in .* counted 2"):
         write_report(sweep, path, tmp_path / "missing", out, command="pytest")
-    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(tmp_path / "typo"), "--out", str(out)])
+    (tmp_path / "emptied").mkdir()
+    result = runner.invoke(app, ["report", str(path), "--runs-dir", str(tmp_path / "emptied"), "--out", str(out)])
     assert result.exit_code == 2 and "--force writes the report anyway" in flat(result.stderr)
     shutil.rmtree(sorted(runs.iterdir())[0])
     with pytest.raises(ReportRefused, match="1 done run"):
@@ -442,6 +443,28 @@ def test_a_small_profiles_evidence_uses_its_own_window_and_cites_only_its_own_co
     assert any("last 10 batches" in r["evidence"] for r in ours if r["stop_reason"] == "budget")
 
 
+# -- a --runs-dir to read from that is not there is a typo, said as one (not a sweep with no runs) -------------------
+
+@pytest.mark.parametrize("command", [["report", "--force"], ["runs"], ["dashboard", "--print-only"], ["archive"],
+                                     ["sweep", "--status"]])
+def test_a_command_that_reads_runs_refuses_a_runs_folder_that_is_not_there(command, runs_copy, tmp_path):
+    path, runs = runs_copy
+    archive, out = tmp_path / "archive", tmp_path / "out"
+    archive.mkdir()
+    (archive / "kept").write_text("an earlier archive")
+    extra = {"report": ["--out", str(out)], "archive": ["--to", str(archive)]}.get(command[0], [])
+    (tmp_path / "a-file").write_text("")
+    for typo, what in ((tmp_path / "runz", "does not exist"), (tmp_path / "a-file", "is not a folder")):
+        result = runner.invoke(app, [command[0], str(path), "--runs-dir", str(typo), *command[1:], *extra])
+        assert result.exit_code == 2, result.output
+        assert flat(result.stderr) == (f"Error: --runs-dir '{typo}' {what}: a command that reads runs needs the "
+                                       "folder that holds them (default: runs/<profile name>)")
+        assert not typo.is_dir() and not out.exists()  # nothing written: no empty report, no folder made
+        assert [p.name for p in archive.iterdir()] == ["kept"]  # nothing archived, nothing touched
+    result = runner.invoke(app, [command[0], str(path), "--runs-dir", str(runs), *command[1:], *extra])
+    assert result.exit_code == 0, result.output  # the folder that is there is read as before
+
+
 # -- row 11: one state vocabulary ----------------------------------------------------------------------------------
 
 def test_runs_filters_on_the_states_sweep_and_report_print(runs_copy, tmp_path):
@@ -450,6 +473,7 @@ def test_runs_filters_on_the_states_sweep_and_report_print(runs_copy, tmp_path):
 
     path, runs = runs_copy
     assert STATES == SWEEP_STATES and "pending" in STATES and "not started" not in STATES
+    (tmp_path / "empty").mkdir()
     result = runner.invoke(app, ["runs", str(path), "--runs-dir", str(tmp_path / "empty"), "--status", "pending"])
     assert result.exit_code == 0 and result.stdout.count("pending") == 2
     result = runner.invoke(app, ["runs", str(path), "--runs-dir", str(runs), "--status", "not started"])

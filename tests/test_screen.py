@@ -49,6 +49,9 @@ def test_a_report_only_screen_or_study_from_no_done_run_is_refused_and_the_repor
     committed report with "12 runs: 12 pending" and empty tables. Refused in one line unless --force."""
     monkeypatch.setenv("TRANSDUCE_DATA_CACHE", str(cache_dir))
     path = screen_profile(tmp_path, changes=1)
+    result = CliRunner().invoke(app, ["screen", str(path), "--runs-dir", str(tmp_path / "fresh"), "--report-only"])
+    assert result.exit_code == 2 and "--runs-dir" in result.stderr and "does not exist" in result.stderr
+    (tmp_path / "fresh").mkdir()  # there, and empty
     for kind, title in (("screen", "# Screen: `screen-t`\n"), ("study", "# Study: `screen-t`\n")):
         out = tmp_path / kind
         out.mkdir()

@@ -296,6 +296,7 @@ def test_a_copied_profile_may_write_where_it_is_told(tmp_path):
     with pytest.raises(ConfigError, match=r"reports/cpu/.*configs/cpu.yaml|configs/cpu.yaml.*reports/cpu/"):
         check_own_folders(load_sweep(renamed), renamed, reports=True)
     check_own_folders(load_sweep(renamed), renamed, runs=True)  # its runs folder is its own
+    (tmp_path / "none").mkdir()
     result = runner.invoke(app, ["report", str(copy), "--runs-dir", str(tmp_path / "none"), "--out",
                                  str(tmp_path / "out")])
     assert "configs/smoke.yaml's" not in result.output  # told where: the ownership check passes (no runs: refused)
@@ -375,6 +376,7 @@ def test_the_sweep_says_when_its_disk_is_full(tmp_path, monkeypatch):
     import pipeline.files
 
     prof = profile(tmp_path / "p.yaml", 10)
+    (tmp_path / "runs").mkdir()
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(pipeline.files.shutil, "disk_usage", lambda path: usage(10 << 30, 10 << 30, 4096))
     result = runner.invoke(app, ["sweep", str(prof), "--status", "--runs-dir", str(tmp_path / "runs")])

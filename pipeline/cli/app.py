@@ -155,6 +155,16 @@ def load_profile(profile: Path, *, runs: bool = False, reports: bool = False):
     return config
 
 
+def existing_runs_dir(runs_dir: Path | None) -> None:
+    """A command that only reads a profile's runs (report, runs, dashboard, archive, sweep --status, --report-only)
+    refuses a ``--runs-dir`` that is not a folder: a typo would otherwise read as a sweep with no runs, and archive
+    nothing, list every run as pending, or write an empty report with --force. (Commands that train create it.)"""
+    if runs_dir is not None and not runs_dir.is_dir():
+        what = "is not a folder" if runs_dir.exists() else "does not exist"
+        fail(ConfigError(f"--runs-dir {str(runs_dir)!r} {what}: a command that reads runs needs the folder that holds "
+                         "them (default: runs/<profile name>)"))
+
+
 def remaking(command: str, profile: Path, runs_dir: Path | None, out: Path | None, force: bool = False) -> str:
     """The command that makes a profile's report again, as its "Made by" line records it: the folders it was read
     from and written to where they are not the profile's defaults, and ``--force`` where it was given, each word

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.cli.app import app, at_least, choices, fail, load_profile, remaking
+from pipeline.cli.app import app, at_least, choices, existing_runs_dir, fail, load_profile, remaking
 
 ParamsFormat = choices("ParamsFormat", "table", "json")
 
@@ -50,6 +50,7 @@ def report(
     from pipeline.reports.profile import write_profile_report
 
     config = load_profile(profile, reports=out is None and not force)
+    existing_runs_dir(runs_dir)
     command = remaking("report", profile, runs_dir, out, force)
     typer.echo(f"wrote {write_profile_report(config, profile, runs_dir, out, command, force=force)}")
 

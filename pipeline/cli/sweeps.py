@@ -15,6 +15,7 @@ from pipeline.cli.app import (
     app,
     at_least,
     choices,
+    existing_runs_dir,
     fail,
     load_profile,
     remaking,
@@ -74,7 +75,8 @@ def sweep(
 
     config = load_profile(profile, runs=runs_dir is None and not status)
     check_only(config, only)
-    if status:  # with --only, the selection's runs and where they stand
+    if status:
+        existing_runs_dir(runs_dir)  # with --only, the selection's runs and where they stand
         statuses = sweep_status(config, runs_dir, only=only)
         for s in statuses:
             typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
@@ -145,6 +147,7 @@ def runs(
     for value in status or []:
         if value not in RUN_STATES:
             fail(ConfigError(f"--status must be one of {', '.join(RUN_STATES)}; got {value!r}"))
+    existing_runs_dir(runs_dir)
     table = list_runs(where, runs_dir, warn=lambda line: typer.echo(f"Warning: {line}", err=True),
                       tasks=[t.value for t in task or []], models=[m.value for m in model or []])
     if status:
@@ -172,6 +175,7 @@ def dashboard(
     `wandb leet` (a terminal UI; no account, no network)."""
     from pipeline.dashboard import gather, open_dashboard, wandb_command
 
+    existing_runs_dir(runs_dir)
     board = gather(where, runs_dir, [t.value for t in task or []], [m.value for m in model or []], links)
     command = wandb_command(board.folder)
     if board.without_wandb:
@@ -215,6 +219,8 @@ def archive(
     unfinished = unfinished_folder(folder)
     if not restore:
         from pipeline.reports.kinds import check_archive_folder
+
+        existing_runs_dir(runs_dir)
         from pipeline.sweep import sweep_root
 
         check_archive_folder(folder, sweep_root(config, runs_dir))
@@ -261,6 +267,8 @@ def _train_then_report(kind: str, profile: Path, workers, runs_dir, out, report_
     else:
         from pipeline.reports.screen import write_screen_report as write_report
     config = load_profile(profile, runs=runs_dir is None and not report_only, reports=out is None and not force)
+    if report_only:
+        existing_runs_dir(runs_dir)
     check_report_folder(out if out is not None else config.reports_dir(), kind, config.name, profile,
                         config.reports_dir(), force)
     statuses = [] if report_only else _run_local(config, runs_dir, workers=workers, retry_failed=retry_failed)
