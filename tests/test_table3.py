@@ -352,6 +352,41 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     assert cell.verdict == "better" and pd.isna(cell.continued_batches)  # not budget-limited: nothing to judge
 
 
+def test_a_stop_short_of_the_paper_is_judged_where_its_reopened_continuation_ended():
+    """The copy Stack's seed 1 (the cpu profile, issue 78): the plateau rule stopped it at 47,000 by a hair (training
+    coarse 0.95, test fine 0.02 against the paper's 0.22: "disagrees at convergence"); the same run reopened past that
+    stop outside the profile was not stopped again. A continuation that went further judges the verdict, as it does for
+    a capped run: still falling at its cap, budget-limited; flat again, a disagreement judged there. One that went no
+    further changes nothing, nor does any continuation where the search cut a run that stands lower."""
+    sweep = from_dict(SweepConfig, {"name": "t", "grid": [{"tasks": ["copy"], "models": ["stack"], "seeds": [1]}]})
+    stopped = run(1, 1.039, 0.02, lr=5e-4, task="copy", stop="plateau", batches=47000, train=0.95)
+    later = dict(run_id=stopped["run_id"], name="stack-copy-past-plateau", batches=55000, stop_reason="budget",
+                 train_perplexity=1.02, still_improving=True, trend_batches=5500, trend_fall=0.031, left_start=True,
+                 train_coarse=0.97, train_fine=0.98, test_coarse=0.03, test_fine=0.04)
+
+    def cell(table, continuations=None):
+        (row,) = table3(table, sweep, continuations).query("task == 'copy' and model == 'stack'").itertuples()
+        return row
+
+    alone = cell(runs(stopped))
+    assert alone.verdict == "disagrees at convergence" and pd.isna(alone.continued_batches)
+    on = cell(runs(stopped), {stopped["run_id"]: later})
+    assert on.verdict == "budget-limited" and on.continued_batches == 55000 and "continued" in on.note_kinds.split()
+    assert ("continued outside the profile (`stack-copy-past-plateau`, same run, reopened past its plateau rule's stop "
+            "at 47,000 batches) to 55,000 batches: hit its cap, perplexity still falling") in on.evidence
+    assert on.train_coarse == 0.95  # the table's numbers stay the profile's run's
+    flat_again = dict(later, batches=60000, stop_reason="plateau", still_improving=False)
+    again = cell(runs(stopped), {stopped["run_id"]: flat_again})
+    assert again.verdict == "disagrees at convergence" and again.continued_batches == 60000
+    assert "to 60,000 batches: perplexity plateaued" in again.evidence
+    same = cell(runs(stopped), {stopped["run_id"]: dict(flat_again, batches=47000)})
+    assert same.verdict == "disagrees at convergence" and pd.isna(same.continued_batches)
+    cut = dict(run(0, 1.01, 0.0, lr=5e-3, task="copy", state="pruned", stop="budget", batches=30000), halved=True)
+    searched = cell(runs(stopped, cut), {stopped["run_id"]: flat_again})
+    assert searched.verdict == "budget-limited" and searched.continued_batches == 60000
+    assert "cut-lower" in searched.note_kinds.split()
+
+
 def test_batches_to_accuracy_makes_fig_2b_a_number(tmp_path):
     """Issue 34 item 4: the first evaluated batch at training coarse 0.5 and 0.99 per selected run, "not by N" where
     never, and how much earlier the fastest memory model got there than any deep LSTM."""

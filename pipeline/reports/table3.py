@@ -12,8 +12,11 @@
   which runs converged; and a **verdict** (:func:`verdict`). A selected run that hit its cap still improving is
   *budget-limited*, unless it was continued outside the profile (a documented experiment under
   ``reports/experiments/`` holding the same run, its cap raised): the verdict is then judged where the continuation
-  ended, and the evidence says so. A cell short of the paper whose successive halving cut a run now standing lower
-  than the selected one (:func:`cut_lower`) is budget-limited too: its search, not its memory, decided it.
+  ended, and the evidence says so. So is a selected run that falls short of the paper where a rule stopped it (the
+  plateau rule, say) and whose continuation, reopened past that stop, went further: the windows after a stop judge it
+  better than the one evaluation that made it. A cell short of the paper whose successive halving cut a run now
+  standing lower than the selected one (:func:`cut_lower`) is budget-limited too, continued or not: its search, not
+  its memory, decided it.
 
 Only training numbers choose anything here. Test-length numbers are reported, never used to select or stop.
 """
@@ -87,8 +90,9 @@ EVIDENCE_KINDS = {
                     "cut at a rung of a learning-rate search by successive halving."),
     "unfinished": ("runs not done", "Some of the cell's runs were still to train when the report was made: the "
                    "cell so far, selected among the runs with results."),
-    "continued": ("continued", "The selected run was continued outside the profile (same run, cap raised; "
-                  "`reports/experiments/`): the verdict is judged where the continuation ended."),
+    "continued": ("continued", "The selected run was continued outside the profile (the same run, its cap raised or "
+                  "reopened past the stop that ended it; `reports/experiments/`): the verdict is judged where the "
+                  "continuation ended."),
     "cut-lower": ("cut run lower", "A run the cell's successive halving cut stands at a lower training perplexity "
                   "than the selected run (trained past its rung by an earlier grid, say): the search has not settled "
                   "the cell, which is budget-limited unless it already reproduces or beats the paper's."),
@@ -540,8 +544,9 @@ def continuation(folder: Path) -> dict:
                 **{m: results[m] for m in METRICS})
 
 
-def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
-    """A budget-limited selected run's verdict and evidence, judged where its continuation ended."""
+def _judged_at_continuation(later: dict, paper: dict, stopped: str | None, batches: int) -> tuple[str, str]:
+    """A selected run's verdict and evidence, judged where its continuation ended; ``stopped``, ``batches``: how and
+    where the profile's run ended (a stop short of its cap: the continuation reopened it past that stop)."""
     values = {m: later[m] for m in METRICS}
     judged = verdict(values, paper, later["stop_reason"], later["still_improving"], later["left_start"])
     fall = measured_fall(later.get("trend_fall", math.nan))
@@ -551,9 +556,11 @@ def _judged_at_continuation(later: dict, paper: dict) -> tuple[str, str]:
                                                                        later.get("trend_fall", math.nan))
                if later["still_improving"]
                else "perplexity plateaued")
-    how = {"budget": f"hit its raised cap, perplexity {trend}", "plateau": plateau,
+    rule = {"plateau": "plateau rule's", "converged": "convergence", "pruned": "pruning"}.get(stopped)
+    how_on = f"reopened past its {rule} stop at {batches:,} batches" if rule else "cap raised"
+    how = {"budget": f"hit its {'' if rule else 'raised '}cap, perplexity {trend}", "plateau": plateau,
            "converged": "converged (training coarse held)", "pruned": "pruned on its plateau"}[later["stop_reason"]]
-    text = (f"continued outside the profile (`{later['name']}`, same run, cap raised) to {later['batches']:,} "
+    text = (f"continued outside the profile (`{later['name']}`, same run, {how_on}) to {later['batches']:,} "
             f"batches: {how}, training perplexity {later['train_perplexity']:.4g}; there training "
             f"{values['train_coarse']:.2f} / {values['train_fine']:.2f}, test {values['test_coarse']:.2f} / "
             f"{values['test_fine']:.2f} (coarse / fine): the verdict is judged there")
@@ -565,7 +572,8 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
     """One row per cell of the paper's Table 3 (all 35), in the paper's order; cells outside the profile say so.
 
     ``continuations`` (run id -> :func:`continuation`): runs of the profile trained further outside it. A selected
-    run that is budget-limited and has a continuation that went further is judged at the continuation's end.
+    run that is budget-limited or short of the paper (:data:`SHORT_OF_THE_PAPER`: stopped by a rule) and has a
+    continuation that went further is judged at the continuation's end; a cut run lower keeps it budget-limited.
     ``elsewhere`` (run id -> :func:`continuation`): the profile's runs trained outside it, their own logs continued or
     trained again (another draw), which :func:`cut_lower` weighs for the runs a search cut."""
     paper = published_table3().set_index(["task", "model"])
@@ -623,8 +631,12 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                         "has had the same cap in the profile")
                     cell_notes.append(("cut-lower", f"{below.train_perplexity:.3g}"))
                 later = (continuations or {}).get(r.run_id)
-                if row["verdict"] == "budget-limited" and later is not None and later["batches"] > r.batches:
-                    judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS})
+                judgeable = ("budget-limited", *SHORT_OF_THE_PAPER)  # not a cell that reproduces or beats the paper
+                if row["verdict"] in judgeable and later is not None and later["batches"] > r.batches:
+                    judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS},
+                                                           r.stop_reason, int(r.batches))
+                    if below is not None and judged in SHORT_OF_THE_PAPER:
+                        judged = "budget-limited"  # continued or not, its search cut a run that went lower
                     row.update(verdict=judged, evidence=f"{row['evidence']}; {text}",
                                continued_batches=later["batches"], continued_in=later["name"])
                     cell_notes.append(("continued", f"to {later['batches']:,} ({later['name']})"))
