@@ -75,8 +75,8 @@ def sweep(
 
     config = load_profile(profile, runs=runs_dir is None and not status)
     check_only(config, only)
-    if status:
-        existing_runs_dir(runs_dir)  # with --only, the selection's runs and where they stand
+    if status:  # with --only, the selection's runs and where they stand
+        existing_runs_dir(runs_dir)
         statuses = sweep_status(config, runs_dir, only=only)
         for s in statuses:
             typer.echo(f"{s.state:12} {s.batches_done:>6}/{s.config.training.max_batches:<6} {s.run_dir.name}")
