@@ -620,9 +620,7 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                         "force does not confirm there (it trains on when its sweep runs again): its numbers are where "
                         "it was cut short, not where it converges; " + row["evidence"]))
                 below = cut_lower(r, cell, elsewhere)
-                if below is not None:  # the search cut a run that went lower: the cell is not settled by it
-                    if row["verdict"] in SHORT_OF_THE_PAPER:
-                        row["verdict"] = "budget-limited"
+                if below is not None:  # the search cut a run that went lower: verdict below, after any continuation
                     where = (f"which, trained to {below.batches:,} batches outside the profile (`{below.elsewhere}`), "
                              "stands" if below.elsewhere else f"whose results at {below.batches:,} batches stand")
                     row["evidence"] += (
@@ -635,11 +633,11 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                 if row["verdict"] in judgeable and later is not None and later["batches"] > r.batches:
                     judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS},
                                                            r.stop_reason, int(r.batches))
-                    if below is not None and judged in SHORT_OF_THE_PAPER:
-                        judged = "budget-limited"  # continued or not, its search cut a run that went lower
                     row.update(verdict=judged, evidence=f"{row['evidence']}; {text}",
                                continued_batches=later["batches"], continued_in=later["name"])
                     cell_notes.append(("continued", f"to {later['batches']:,} ({later['name']})"))
+                if below is not None and row["verdict"] in SHORT_OF_THE_PAPER:
+                    row["verdict"] = "budget-limited"  # continued or not, its search cut a run that went lower
                 row.update(notes=notes_text(cell_notes), note_kinds=" ".join(kind for kind, _ in cell_notes))
             rows.append(row)
     out = pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
