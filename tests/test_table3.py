@@ -163,6 +163,28 @@ def test_the_evidence_gives_the_measured_fall_beside_flat_and_still_falling():
         "perplexity 2.348"
 
 
+def test_where_the_cross_entropy_decided_still_falling_the_evidence_quotes_its_fall():
+    """Near perplexity 1 a run still halving its errors barely moves its perplexity: "still falling (0.50% below)"
+    would read as flat against a 2% tolerance. The evidence quotes the cross-entropy's fall, which decided, with the
+    perplexity's beside it; where the perplexity decided, its fall alone."""
+    from pipeline.reports.table3 import _judged_at_continuation, evidence
+
+    capped = runs(run(1, 1.015, 0.06, stop="budget", improving=True, train=0.95, batches=55000)).assign(
+        trend_fall=0.005, trend_cross_entropy_fall=0.105, trend_batches=5500)
+    text = evidence(capped.iloc[0], capped)
+    assert ("still falling (last 5,500 batches' mean cross-entropy 10.5% below the 5,500 before's, beyond its noise; "
+            "perplexity 0.50% below: > 2% in perplexity") in text
+    by_perplexity = capped.assign(trend_fall=0.059, trend_cross_entropy_fall=math.nan)
+    assert "still falling (last 5,500 batches 5.90% below the 5,500 before: > 2%" in evidence(by_perplexity.iloc[0],
+                                                                                              by_perplexity)
+    later = dict(name="copy-on", batches=55000, stop_reason="budget", train_perplexity=1.015, still_improving=True,
+                 trend_batches=5500, trend_fall=0.005, trend_cross_entropy_fall=0.105, left_start=True,
+                 train_coarse=0.95, train_fine=0.97, test_coarse=0.06, test_fine=0.07)
+    _, said = _judged_at_continuation(later, PAPER_STACK_REVERSAL, "plateau", 47000)
+    assert ("hit its cap, perplexity still falling (last 5,500 batches' mean cross-entropy 10.5% below the 5,500 "
+            "before's, beyond its noise; perplexity 0.50% below)") in said
+
+
 def test_a_run_stopped_on_its_starting_plateau_is_not_called_a_solution():
     """A deep LSTM has no pruning: the plateau rule (or its cap) can stop it before it left the perplexity it started
     at, near the uniform guess. Its evidence says so; a run that fell far below its start does not get the phrase."""

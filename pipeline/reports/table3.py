@@ -40,7 +40,7 @@ from pipeline.sweep.rejudge import last_window_fall, rejudged_stop
 from pipeline.sweep.status import planned_runs
 from pipeline.tasks import PAPER_TASK_NAMES as TASK_NAMES  # the paper's Table 3: its five tasks
 from pipeline.training.results import LEARNED_COARSE, TRAIN_PERPLEXITY, logged_rows, logged_values
-from pipeline.training.stopping import LEFT_START_RATIO, left_start, still_falling, trend_window
+from pipeline.training.stopping import LEFT_START_RATIO, left_start, trend_at, trend_window
 
 METRICS = ("train_coarse", "train_fine", "test_coarse", "test_fine")
 TOLERANCE = 0.05  # a value within this of the paper's agrees with it
@@ -101,7 +101,7 @@ RUN_COLUMNS = ["task", "model", "hidden", "lr", "seed", "setting", "max_batches"
                "training_on", "batches_now", "perplexity_now", "stop_reason", "train_perplexity", "selected_step",
                "end_perplexity",
                *METRICS, "learned", "still_improving", "trend_batches", "trend_tolerance", "trend_fall",
-               "test_coarse_by_length",
+               "trend_cross_entropy_fall", "test_coarse_by_length",
                "start_perplexity", "left_start_at", "start", "provenance", "machine", "earlier_draws",
                "unconfirmed_plateau", "halved", "ablation_of", "run_id", "commit"]
 TABLE3_COLUMNS = (
@@ -152,6 +152,7 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
         logged = [(step, p) for step, p in logged if step <= end]  # a reopened run's log may run past its results
         perplexities = [p for _, p in logged]
         span = trend_span(run.training, end)
+        judged = trend_at(logged, run.training, end)
         row = dict(task=run.task, model=run.model.name, hidden=run.model.hidden, lr=run.training.lr,
                    seed=run.training.seed, setting=setting_of(run), max_batches=run.training.max_batches,
                    cap=caps.get(run.run_id(), run.training.max_batches), state=status.state,
@@ -163,11 +164,14 @@ def all_runs(sweep: SweepConfig, runs_root: Path | None = None) -> pd.DataFrame:
                    **{m: math.nan for m in METRICS}, learned=False,
                    # the plateau rule's own trend check over its own window (stopping.still_falling): the report says
                    # the batches each half covers and the tolerance
-                   still_improving=still_falling(logged, run.training, end),
+                   still_improving=judged is not None and judged.improving,
                    trend_batches=span,
                    trend_tolerance=run.training.plateau_tolerance,
                    # how far it fell over that span: the figure the evidence gives beside "flat" or "still falling"
                    trend_fall=last_window_fall(logged, span),
+                   # where the cross-entropy test alone says "still falling" (near perplexity 1), its relative fall:
+                   # the figure that decided, which the evidence quotes beside the perplexity's
+                   trend_cross_entropy_fall=cross_entropy_fall(judged),
                    test_coarse_by_length="", run_id=run.run_id(), commit="", start=start_of(run.model),
                    provenance="", machine="", earlier_draws=0, unconfirmed_plateau=False,
                    # stopped at a rung by successive halving: the learning-rate search discarded it, so it is never a
@@ -328,9 +332,30 @@ def verdict(ours: dict, paper: dict, stop: str | None, improving: bool, left: bo
 # and tolerance) still sees it falling. Only version 1 of the rule could stop such a run: it moved its reference to
 # every new low, so a run falling under 2% per evaluation stopped however long it went on falling; version 2 checks
 # this very trend before it stops (docs/training.md, "The plateau rule"). The evidence says so beside the stop.
-def still_falling_after_plateau(span: str, fall: float = math.nan) -> str:
+def still_falling_after_plateau(span: str, fall: float = math.nan, cross_entropy: float = math.nan) -> str:
+    if cross_entropy is not None and math.isfinite(cross_entropy):  # the cross-entropy test decided: quote it
+        return f"though by the trend check it was still falling ({fall_phrase(span, fall, cross_entropy)})"
     return (f"though its last {span} batches were still {measured_fall(fall) or 'below'} the {span} before (a slow "
             "fall, under the plateau rule's tolerance)")
+
+
+def cross_entropy_fall(judged) -> float:
+    """The relative fall of the mean cross-entropy (:class:`~pipeline.training.stopping.Trend`) where that test alone
+    says a run is still falling, else NaN: what :func:`fall_phrase` quotes."""
+    if judged is None or not judged.decided_by_cross_entropy:
+        return math.nan
+    return judged.cross_entropy_fall / judged.cross_entropy_before
+
+
+def fall_phrase(span: str, fall: float, cross_entropy: float = math.nan) -> str:
+    """"last 2,000 batches 5.90% below the 2,000 before": the trend check's figure in words; where the cross-entropy
+    test decided (``cross_entropy``, :func:`cross_entropy_fall`; near perplexity 1, where a run halving its errors
+    barely moves its perplexity) that fall, with the perplexity's beside it. '' where no fall was measured."""
+    if cross_entropy is not None and math.isfinite(cross_entropy):
+        beside = f"; perplexity {measured_fall(fall)}" if measured_fall(fall) else ""
+        return (f"last {span} batches' mean cross-entropy {cross_entropy:.1%} below the {span} before's, beyond its "
+                f"noise{beside}")
+    return f"last {span} batches {measured_fall(fall)} the {span} before" if measured_fall(fall) else ""
 
 
 def measured_fall(fall: float) -> str:
@@ -401,6 +426,7 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
                 + (f", {end:.4g} {ended}" if pd.notna(end) else ""))
     span = f"{int(selected.trend_batches):,}"
     fall = selected.get("trend_fall", math.nan)
+    falling = fall_phrase(span, fall, selected.get("trend_cross_entropy_fall", math.nan))
     if training_on(selected) and stop != "budget":  # a lifted stop: where it stood, not why it trains on
         text = f"{training_on_text(selected)}, {ppl}, where it had stopped ({stop})"
     elif stop == "pruned":
@@ -410,14 +436,14 @@ def evidence(selected: pd.Series, cell: pd.DataFrame) -> str:
     elif stop == "plateau":
         text = f"perplexity plateaued: stopped at batch {int(selected.batches):,}, {ppl}"
         if selected.still_improving:
-            text += f", {still_falling_after_plateau(span, fall)}"
+            text += f", {still_falling_after_plateau(span, fall, selected.get('trend_cross_entropy_fall', math.nan))}"
         elif measured_fall(fall):
             text += f" (mean perplexity of its last {span} batches {measured_fall(fall)} the {span} before)"
     else:
         tolerance = f"{selected.get('trend_tolerance', 0.01):.0%}"
         if selected.still_improving:
-            trend = (f"still falling (last {span} batches {measured_fall(fall) or 'below'} the {span} before: > "
-                     f"{tolerance} in perplexity, or in cross-entropy beyond its noise)")
+            trend = (f"still falling ({falling or f'last {span} batches below the {span} before'}: > {tolerance} in "
+                     "perplexity, or in cross-entropy beyond its noise)")
         elif measured_fall(fall):
             trend = (f"flat (last {span} batches {measured_fall(fall)} the {span} before: not by {tolerance} in "
                      "perplexity, nor in cross-entropy beyond its noise)")
@@ -536,10 +562,11 @@ def continuation(folder: Path) -> dict:
     training = RunDir(folder).read_config().training if RunDir(folder).config_file.is_file() else TrainingConfig()
     batches = int(results["batches"])
     window = trend_window(training, batches)
+    judged = trend_at(logged, training, batches)
     return dict(run_id=results["run_id"], name=Path(folder).name, batches=batches,
                 stop_reason=stop_reason(results), train_perplexity=results["train_perplexity"],
-                still_improving=still_falling(logged, training, batches), trend_batches=window,
-                trend_fall=last_window_fall(logged, window),
+                still_improving=judged is not None and judged.improving, trend_batches=window,
+                trend_fall=last_window_fall(logged, window), trend_cross_entropy_fall=cross_entropy_fall(judged),
                 left_start=any(left_start(perplexities[0], p) for p in perplexities),
                 **{m: results[m] for m in METRICS})
 
@@ -549,11 +576,12 @@ def _judged_at_continuation(later: dict, paper: dict, stopped: str | None, batch
     where the profile's run ended (a stop short of its cap: the continuation reopened it past that stop)."""
     values = {m: later[m] for m in METRICS}
     judged = verdict(values, paper, later["stop_reason"], later["still_improving"], later["left_start"])
-    fall = measured_fall(later.get("trend_fall", math.nan))
-    trend = ("still falling" if later["still_improving"] else "flat") + (
-        f" (last {later['trend_batches']:,} batches {fall} the {later['trend_batches']:,} before)" if fall else "")
+    fall = fall_phrase(f"{later['trend_batches']:,}", later.get("trend_fall", math.nan),
+                       later.get("trend_cross_entropy_fall", math.nan))
+    trend = ("still falling" if later["still_improving"] else "flat") + (f" ({fall})" if fall else "")
     plateau = ("perplexity plateaued, " + still_falling_after_plateau(f"{later['trend_batches']:,}",
-                                                                       later.get("trend_fall", math.nan))
+                                                                       later.get("trend_fall", math.nan),
+                                                                       later.get("trend_cross_entropy_fall", math.nan))
                if later["still_improving"]
                else "perplexity plateaued")
     rule = {"plateau": "plateau rule's", "converged": "convergence", "pruned": "pruning"}.get(stopped)

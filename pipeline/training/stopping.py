@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 STOP_REASONS = ("budget", "converged", "plateau", "pruned")
 EARLY_REASONS = ("converged", "plateau", "pruned")  # stopped before the budget
@@ -157,10 +158,16 @@ def trend_window(training, step: int) -> int:
 def still_falling(windows: Sequence[tuple[int, float]], training, step: int) -> bool:
     """Whether a run's training perplexity was still falling at batch ``step``: :func:`still_improving` with the
     run's own tolerance over the last :func:`trend_window` against the one before. What makes a run that hit its
-    cap *budget-limited* rather than flat, and the plateau rule's second condition."""
+    cap *budget-limited* rather than flat, and the plateau rule's second condition. Its numbers: :func:`trend_at`."""
+    judged = trend_at(windows, training, step)
+    return judged is not None and judged.improving
+
+
+def trend_at(windows: Sequence[tuple[int, float]], training, step: int) -> Trend | None:
+    """The comparison :func:`still_falling` makes at batch ``step``, with its numbers (:class:`Trend`)."""
     width = trend_window(training, step)
     span = [p for batch, p in windows if step - 2 * width < batch <= step]
-    return still_improving(span, window=width // training.perplexity_every, tolerance=training.plateau_tolerance)
+    return trend(span, window=width // training.perplexity_every, tolerance=training.plateau_tolerance)
 
 
 def counted_from(training, left_start_at: int | None) -> int | None:
@@ -234,6 +241,51 @@ def trend_span(windows: int, window: int = 10) -> int:
     return min(window, windows // 2)
 
 
+@dataclass(frozen=True)
+class Trend:
+    """What :func:`still_improving` weighs, for evidence that quotes the test that decided: the last span of windows
+    against the span before, in perplexity and in cross-entropy (nats a symbol, the mean of the windows' logs)."""
+    span: int  # windows in each half
+    perplexity_fall: float  # relative fall of the mean perplexity (0.05: the last span 5% below the one before)
+    cross_entropy_before: float  # mean cross-entropy of the span before
+    cross_entropy_fall: float  # the fall of the mean cross-entropy (nats a symbol)
+    cross_entropy_bar: float  # twice the standard error of that fall (NaN with one window a span)
+    by_perplexity: bool  # the mean perplexity fell by more than the tolerance
+    by_cross_entropy: bool  # the mean cross-entropy fell by more than the tolerance, its noise, and not at the floor
+
+    @property
+    def improving(self) -> bool:
+        return self.by_perplexity or self.by_cross_entropy
+
+    @property
+    def decided_by_cross_entropy(self) -> bool:
+        """Whether the cross-entropy test is the one that says falling (the perplexity's fall is under the
+        tolerance): near perplexity 1, where a run halving its errors barely moves its perplexity."""
+        return self.by_cross_entropy and not self.by_perplexity
+
+
+def trend(perplexities: Sequence[float], window: int = 10, tolerance: float = 0.01) -> Trend | None:
+    """The comparison :func:`still_improving` makes, with its numbers (None: no window to compare)."""
+    values = [p for p in perplexities if not math.isnan(p)]
+    span = trend_span(len(values), window)
+    if span == 0:
+        return None
+    recent, before = values[-span:], values[-2 * span:-span]
+    by_perplexity = sum(recent) < sum(before) * (1 - tolerance)
+    logs = [[math.log(p) for p in part] for part in (recent, before)]
+    means = [sum(part) / span for part in logs]
+    fall = means[1] - means[0]
+    bar = math.nan
+    if span >= 2:
+        variances = [sum((x - m) ** 2 for x in part) / (span - 1) for part, m in zip(logs, means)]
+        bar = 2 * math.sqrt(sum(variances) / span)
+    by_cross_entropy = (means[1] > CROSS_ENTROPY_FLOOR and fall > means[1] * tolerance
+                        and (span < 2 or fall > bar))
+    return Trend(span=span, perplexity_fall=1 - sum(recent) / sum(before), cross_entropy_before=means[1],
+                 cross_entropy_fall=fall, cross_entropy_bar=bar, by_perplexity=by_perplexity,
+                 by_cross_entropy=by_cross_entropy)
+
+
 def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: float = 0.01) -> bool:
     """Whether a run's training perplexity was still falling at its end: the mean of its last ``window`` windows
     more than ``tolerance`` (relative) below the mean of the ``window`` before them (with the paper's 100-batch
@@ -242,24 +294,10 @@ def still_improving(perplexities: Sequence[float], window: int = 10, tolerance: 
     window decides nothing. Near perplexity 1 a window's cross-entropy is a handful of errors, noisy by tens of
     percent, so a fall in cross-entropy counts only where it is also more than twice its standard error (from the
     spread of the windows): a flat run does not look improving by chance; and only above :data:`CROSS_ENTROPY_FLOOR`.
-    A run too short for two full spans
-    compares the halves of its log. What makes a run that hit its cap *budget-limited*."""
-    values = [p for p in perplexities if not math.isnan(p)]
-    span = trend_span(len(values), window)
-    if span == 0:
-        return False
-    recent, before = values[-span:], values[-2 * span:-span]
-    if sum(recent) < sum(before) * (1 - tolerance):
-        return True
-    logs = [[math.log(p) for p in part] for part in (recent, before)]
-    means = [sum(part) / span for part in logs]
-    fall = means[1] - means[0]
-    if means[1] <= CROSS_ENTROPY_FLOOR or fall <= means[1] * tolerance:
-        return False
-    if span < 2:
-        return True
-    variances = [sum((x - m) ** 2 for x in part) / (span - 1) for part, m in zip(logs, means)]
-    return fall > 2 * math.sqrt(sum(variances) / span)
+    A run too short for two full spans compares the halves of its log. What makes a run that hit its cap
+    *budget-limited*. Its numbers: :func:`trend`."""
+    judged = trend(perplexities, window, tolerance)
+    return judged is not None and judged.improving
 
 
 def describe(training) -> str:
