@@ -462,3 +462,27 @@ def test_a_run_version_1_pruned_and_version_2_keeps_is_rejudged(tmp_path):
     results = json.loads((run / "results.json").read_text())
     (run / "results.json").write_text(json.dumps({**results, "prune_rule": 2}))
     assert not rejudged_prune(run)
+
+
+def test_the_cost_of_confirming_plateau_stops_counts_the_stops_the_rule_in_force_made(tmp_path):
+    """docs/training.md weighs a plateau rule that waits for a second flat evaluation by what it would reopen: the
+    stops the rule in force made where they stand (never one an older version made later, nor another reason's),
+    each trained again from batch 0 (their training and evaluation seconds)."""
+    from pipeline.reports.stops import confirmation_cost
+    from pipeline.sweep.rejudge import Replay
+
+    archive = tmp_path / "finished_runs"
+    for run_id, seconds in (("made", 3600.0), ("later", 7200.0), ("capped", 9000.0)):
+        (archive / run_id).mkdir(parents=True)
+        (archive / run_id / "results.json").write_text(json.dumps(
+            {"run_id": run_id, "batches": 100, "train_seconds": seconds, "eval_seconds": 0.0,
+             "train_cpu_seconds": seconds * 0.5, "eval_cpu_seconds": 0.0, "stop_reason": "plateau",
+             "train_coarse": 0.0, "train_fine": 0.0, "test_coarse": 0.0, "test_fine": 0.0,
+             "train_perplexity": 2.0}))
+    replays = [(str(archive), Replay("made", 100, "plateau", 100, 100, 20, 0.0)),
+               (str(archive), Replay("later", 100, "plateau", 100, 60, 20, 0.0)),  # made by version 1, later
+               (str(archive), Replay("capped", 100, "budget", None, None, 20, 0.05))]
+    line = confirmation_cost(replays)
+    assert "made 1 of the archived plateau stops" in line and "reopen all 1" in line
+    assert "0.5 CPU-hours" in line  # the run's own CPU seconds, not its wall seconds
+    assert "made 0 of" in confirmation_cost(replays[1:]) and "0.0 CPU-hours" in confirmation_cost([])

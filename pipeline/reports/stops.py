@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from pipeline.rundir import RunDir
 from pipeline.sweep.rejudge import Replay, replay
 
@@ -47,5 +49,23 @@ def stops_table(replays: list[tuple[str, Replay]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def confirmation_cost(replays: list[tuple[str, Replay]]) -> str:
+    """What a plateau rule that stopped only at a second flat evaluation in a row would cost on the archive, in one
+    line. The rule in force stops at the first evaluation it judges flat (:func:`~pipeline.training.stopping.
+    plateau_stop`), so every stop it made is unconfirmed by construction and such a rule would reopen each; the archive
+    keeps no checkpoints, so each would train again from batch 0 to its stop before it could go further (its
+    training and evaluation seconds, :func:`~pipeline.reports.build.run_seconds`)."""
+    from pipeline.reports.build import run_seconds
+
+    made = [(a, r) for a, r in replays if r.stop_reason == "plateau" and r.stop == r.batches]
+    results = [RunDir(Path(a) / r.run_id).read_results() for a, r in made]
+    hours = float(run_seconds(pd.DataFrame(results)).sum()) / 3600 if results else 0.0
+    return (f"The rule in force made {len(made)} of the archived plateau stops where they stand, each at its first "
+            f"flat judgment; a rule that waited for a second would reopen all {len(made)}, from batch 0 (no "
+            f"checkpoints are archived): {hours:.1f} CPU-hours to return to their stops.\n")
+
+
 if __name__ == "__main__":  # python -m pipeline.reports.stops: the table in docs/training.md
-    print(stops_table(replay_archives()))
+    replays = replay_archives()
+    print(stops_table(replays))
+    print(confirmation_cost(replays))
