@@ -12,7 +12,7 @@ import yaml
 
 from pipeline.config import ConfigError, RunConfig, from_dict, resolve_run_config, to_dict
 from pipeline.sweep import load_sweep, run_local, sweep_status
-from pipeline.sweep.rejudge import legacy_plateau_stop, pruned_by_first_rule, rejudged_stop
+from pipeline.sweep.rejudge import legacy_plateau_stop, pruned_by_first_rule, rejudged_prune, rejudged_stop
 from pipeline.training.run import train
 from pipeline.training.stopping import (
     better_checkpoint,
@@ -305,14 +305,17 @@ def test_prune_checkpoints_are_validated():
         from_dict(RunConfig, {"training": {"plateau_window_fraction": 0.5}})
 
 
-def tiny_profile(tmp_path, lr=1e-3, **training):
+def tiny_profile(tmp_path, lr=1e-3, ablation=False, **training):
     settings = dict(max_batches=40, perplexity_every=10, eval_every=10, eval_size=10, test_eval_size=10,
                     final_eval_size=10, checkpoint_every=10, early_stop_patience=0)
     settings.update(training)
+    block = {"tasks": ["reversal"], "models": ["stack"], "hidden": [8], "lr": [lr]}
+    if ablation:  # the same run with its memory's reads zeroed (probes.read_zeroed)
+        block["overrides"] = {"model": {"probes": {"read_zeroed": True}}}
     data = {"name": "pruning", "workers": 1,
             "defaults": {"model": {"memory_width": 4, "embedding": 4}, "training": settings,
                          "tracking": {"wandb": "off"}},
-            "grid": [{"tasks": ["reversal"], "models": ["stack"], "hidden": [8], "lr": [lr]}]}
+            "grid": [block]}
     path = tmp_path / "pruning.yaml"
     path.write_text(yaml.safe_dump(data))
     return load_sweep(path)
@@ -333,6 +336,29 @@ def test_a_run_on_its_plateau_is_pruned_and_can_be_continued(tmp_path):
     (more,) = run_local(sweep, tmp_path / "runs", echo=lambda _: None, retry_pruned=True)
     assert more.state == "finished" and more.batches_done == 40
     assert (more.run_dir / "results.20.json").is_file()
+
+
+@pytest.mark.usefixtures("in_process_pool")
+def test_a_read_ablation_is_never_pruned_and_one_pruned_before_trains_on(tmp_path):
+    """An ablation is compared with the run it ablates at the same batch: the pruning that stops that run on its
+    plateau (a ratio of 0.1 prunes any tiny run at 20) leaves the ablation to its cap; and an ablation pruned before
+    the exemption (its results say pruned) is reopened by the sweep (rejudged_prune), where its heard run is not."""
+    (tmp_path / "heard").mkdir()
+    (tmp_path / "ablation").mkdir()
+    heard = tiny_profile(tmp_path / "heard", prune_at=[20], prune_ratio=0.1)
+    (pruned,) = run_local(heard, tmp_path / "heard" / "runs", echo=lambda _: None)
+    assert pruned.state == "pruned" and pruned.batches_done == 20
+    ablation = tiny_profile(tmp_path / "ablation", ablation=True, prune_at=[20], prune_ratio=0.1)
+    (kept,) = run_local(ablation, tmp_path / "ablation" / "runs", echo=lambda _: None)
+    assert kept.state == "finished" and kept.batches_done == 40
+    # an ablation pruned by the code before: the heard run's pruned folder, its config made an ablation's
+    assert not rejudged_prune(pruned.run_dir)
+    before = tmp_path / "before" / pruned.run_dir.name
+    shutil.copytree(pruned.run_dir, before)
+    config = yaml.safe_load((before / "config.yaml").read_text())
+    config["model"]["probes"]["read_zeroed"] = True
+    (before / "config.yaml").write_text(yaml.safe_dump(config))
+    assert rejudged_prune(before)
 
 
 def test_a_run_that_stops_improving_ends_as_plateau(tmp_path):

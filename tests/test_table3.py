@@ -677,3 +677,8 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
     alone = runs[runs.run_id == "zeroed"]
     (row,) = [line for line in ablation_lines(alone, tmp_path) if "`heard`" in line]
     assert "the run it ablates is not in the profile" in row
+    # pruned (by the code before ablations were exempt): not at the batch it is to be compared at, so not judged
+    runs.loc[1, "state"] = "pruned"
+    (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
+    assert "| 2,000 so far |" in row and "not judged until it is done (pruned before ablations were exempt" in row
+    assert "heard, to its cost" not in row

@@ -768,9 +768,14 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
             lines.append(f"{name} {run} | {step:,} | — | — | not compared yet ({r.state}) |")
             continue
         match, level_heard, level_zeroed, noise = standing
-        if r.state not in DONE:  # the levels so far, read as the final comparison reads them; judged at its end
+        # the levels so far, read as the final comparison reads them; judged at its end. A pruned one (by the code
+        # before ablations were exempt, stopping.pruning_applies) is not at the batch it is to be compared at: its
+        # sweep reopens it (rejudged_prune)
+        if r.state not in DONE or r.state == "pruned":
+            why = ("pruned before ablations were exempt: it trains on to its cap when its sweep runs"
+                   if r.state == "pruned" else r.state)
             lines.append(f"{name} {run} | {step:,} so far | {level_heard:.2f} / {level_zeroed:.2f} | {noise:.2f} | "
-                         f"not judged until it is done ({r.state}) |")
+                         f"not judged until it is done ({why}) |")
             continue
         ratio = level_zeroed / level_heard
         said = ("unused: the curves match" if match else

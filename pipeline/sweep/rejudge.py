@@ -23,6 +23,7 @@ from pipeline.training.stopping import (
     plateau_stop,
     plateau_window,
     prune_threshold,
+    pruning_applies,
     should_prune,
 )
 
@@ -120,12 +121,18 @@ def rejudged_prune(run_dir: Path) -> bool:
     """Whether a run that version 1 of the pruning rule pruned is to train on: the rule in force
     (:func:`~pipeline.training.stopping.should_prune`, version :data:`PRUNE_RULE`) would not have pruned it at the
     checkpoint where it stopped. A run it prunes there too stands; one judged by the rule in force already (its
-    results record ``prune_rule``), or stopped for another reason, is left as it is."""
+    results record ``prune_rule``), or stopped for another reason, is left as it is. A pruned read ablation always
+    trains on: pruning no longer applies to it (:func:`~pipeline.training.stopping.pruning_applies`)."""
     folder = RunDir(run_dir)
     results = folder.read_results()
-    if results is None or stop_reason(results) != "pruned" or results.get("prune_rule", 1) >= PRUNE_RULE:
+    if results is None or stop_reason(results) != "pruned":
         return False
-    training = folder.read_config().training
+    config = folder.read_config()
+    if not pruning_applies(config):  # a read ablation, pruned before they were exempt: it trains to its cap
+        return True
+    if results.get("prune_rule", 1) >= PRUNE_RULE:
+        return False
+    training = config.training
     windows = [(b, p) for b, p in logged_values(folder.read_metrics(), TRAIN_PERPLEXITY)
                if b <= results["batches"] and b % training.perplexity_every == 0]
     return not should_prune(results["batches"], training, windows)

@@ -38,7 +38,15 @@ from pipeline.tasks import Pair, Task
 from pipeline.training.metrics_log import ResumableCSVLogger
 from pipeline.training.results import TEST_COARSE, TEST_FINE, TRAIN_COARSE, TRAIN_FINE, TRAIN_PERPLEXITY, logged_values
 from pipeline.training.runlife import MONITOR_STATE
-from pipeline.training.stopping import better_checkpoint, coarse_streak, converged, left_start, plateaued, should_prune
+from pipeline.training.stopping import (
+    better_checkpoint,
+    coarse_streak,
+    converged,
+    left_start,
+    plateaued,
+    pruning_applies,
+    should_prune,
+)
 
 FRESH_EVAL_TAG = 0x5EED_E7A1  # the fresh training-length evaluation sequences come from their own generator
 MEMORY_PROBE_SIZE = 20  # sequences on which the memory models' push/pop means are measured
@@ -153,7 +161,7 @@ class TrainingMonitor:
         metrics = {}
         if step % t.perplexity_every == 0:
             metrics.update(self._close_window(module, step))
-            if should_prune(step, t, self.windows or []):
+            if pruning_applies(module.config) and should_prune(step, t, self.windows or []):
                 self._stop("pruned")
         if step % t.eval_every == 0:
             metrics.update(self._evaluate(module, step))

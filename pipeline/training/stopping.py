@@ -18,8 +18,9 @@ A run ends for one of :data:`STOP_REASONS`:
 * ``pruned``: at one of the batches listed in ``prune_at``, it is still on its initial plateau by
   :func:`should_prune` (version :data:`PRUNE_RULE`): its training perplexity is above its threshold
   (``prune_ratio`` × its first window's) by more than its own recent spread, or above it and no longer falling; so
-  the budget goes to runs that are learning, and no noisy window decides. A pruned run is not failed:
-  ``--retry-pruned`` (sweep) or ``--reopen`` (train) continues it;
+  the budget goes to runs that are learning, and no noisy window decides. Never a read ablation
+  (:func:`pruning_applies`). A pruned run is not failed: ``--retry-pruned`` (sweep) or ``--reopen`` (train)
+  continues it;
 * ``budget``: it trained ``max_batches``.
 
 Only the training perplexity and training-length accuracy decide (the paper's own criteria, §4.4–5): test-length
@@ -80,6 +81,15 @@ PRUNE_WINDOWS = 10
 def prune_threshold(ratio: float, first_perplexity: float) -> float:
     """The perplexity above which a run may be on its initial plateau: ``ratio`` times its first window's."""
     return ratio * first_perplexity
+
+
+def pruning_applies(config) -> bool:
+    """Whether the pruning rule judges a run (a :class:`~pipeline.config.RunConfig`): where its profile prunes, and
+    never a read ablation (``model.probes.read_zeroed``). Pruning spends a search's budget on the runs that learn; an
+    ablation is no search's member but evidence, compared with the run it ablates at the same batch, so it trains to
+    its cap whatever its start (the copy Stack's, pruned at 2,000 on the plateau its heard run had left, compared
+    nothing)."""
+    return bool(config.training.prune_at) and not config.model.probes.read_zeroed
 
 
 def should_prune(step: int, training, windows: Sequence[tuple[int, float]]) -> bool:
