@@ -682,3 +682,47 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
     (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
     assert "| 2,000 so far |" in row and "not judged until it is done (pruned before ablations were exempt" in row
     assert "heard, to its cost" not in row
+
+
+def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_and_ablation(tmp_path):
+    """Issue 78 item 5: evidence.md argues each memory cell that disagrees at convergence in sentences read off the
+    report's tables: the values short of the paper's, the run's push and pop, and its read ablation's judgement (or
+    that it has none); cells that do not disagree, and the LSTM rows, are not argued."""
+    import json
+
+    from pipeline.reports.build import disagreement_lines
+
+    def folder(name, levels, memory=None):
+        (tmp_path / name).mkdir()
+        header = "step,train/perplexity" + ("".join(f",memory/{k}" for k in memory) if memory else "")
+        rows = "".join(f"{100 * (k + 1)},{p}" + ("".join(f",{v}" for v in memory.values()) if memory else "") + "\n"
+                       for k, p in enumerate(levels))
+        (tmp_path / name / "metrics.csv").write_text(header + "\n" + rows)
+        (tmp_path / name / "results.json").write_text(json.dumps(
+            dict(batches=100 * len(levels), train_perplexity=levels[-1], train_coarse=0.95, test_coarse=0.06,
+                 selected_step=100 * len(levels))))
+
+    signals = {"push_source": 0.10, "push_target": 0.05, "pop_source": 0.03, "pop_target": 0.0}
+    folder("copy-stack", [1.04 + 0.001 * (k % 2) for k in range(20)], signals)
+    folder("copy-zeroed", [1.30 + 0.001 * (k % 2) for k in range(20)])
+    values = dict(train_coarse=0.95, train_fine=0.97, test_coarse=0.06, test_fine=0.07)
+    paper = dict(paper_train_coarse=0.89, paper_train_fine=0.94, paper_test_coarse=0.00, paper_test_fine=0.22)
+    cell = dict(task="copy", model="stack", run_id="copy-stack", train_perplexity=1.04, hidden=256, lr=5e-4, seed=1,
+                verdict="disagrees at convergence", **values, **paper)
+    table = pd.DataFrame([cell, dict(cell, model="queue", run_id="copy-queue", verdict="reproduced"),
+                          dict(cell, model="lstm1", run_id="copy-lstm", verdict="disagrees at convergence")])
+    base = dict(task="copy", model="stack", batches=2000, state="finished")
+    runs = pd.DataFrame([dict(base, run_id="copy-stack", ablation_of=""),
+                         dict(base, run_id="copy-zeroed", ablation_of="copy-stack")])
+    lines = disagreement_lines(table, runs, tmp_path, {"copy": None})
+    (argued,) = [line for line in lines if line.startswith("- ")]
+    assert argued.startswith("- **Sequence copying, Stack-LSTM** (`copy-stack`): Short of the paper on test fine "
+                             "0.07 against 0.22.")
+    assert "pushed 0.10 / 0.05 and popped 0.03 / 0.00" in argued
+    assert "Its read ablation at 2,000 batches (perplexity heard / zeroed 1.04 / 1.30): used: without its reads" \
+        in argued
+    pending = disagreement_lines(table, runs.assign(batches=0, state="pending"), tmp_path, {"copy": None})
+    assert "Its read ablation: not compared yet (pending)." in [line for line in pending if line.startswith("- ")][0]
+    alone = disagreement_lines(table, runs[runs.run_id == "copy-stack"], tmp_path, {"copy": None})
+    assert "No read ablation of it yet." in [line for line in alone if line.startswith("- ")][0]
+    assert disagreement_lines(table.assign(verdict="reproduced"), runs, tmp_path, {"copy": None}) == []

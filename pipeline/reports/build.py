@@ -663,22 +663,34 @@ def search_lines(runs: pd.DataFrame, sweep: SweepConfig) -> list[str]:
     return lines + [""]
 
 
+def memory_use(cell, root: Path) -> tuple[int, str, str] | None:
+    """A memory cell's selected run (a row of :func:`~pipeline.reports.table3.table3`) at the checkpoint it reports:
+    that batch and its mean push and pop over the source and target halves, as text ("0.10 / 0.05"; the DeQue's two
+    ends each). None when the run has no results to stand at."""
+    from pipeline.models import memory_of
+    from pipeline.reports.recipe import memory_signals, push_pop_text
+
+    folder = RunDir(root / cell.run_id)
+    results = folder.standing_results()  # a run training on: the results it stands at
+    if results is None:
+        return None
+    step = int(results["selected_step"])
+    push, pop = push_pop_text(memory_signals(cell.model, folder.read_metrics(), step), memory_of(cell.model).ends)
+    return step, push, pop
+
+
 def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
     """How the selected run of each memory cell used its memory (issue 78: a disagreement argued from its run): the
     mean push and pop over the source and target halves at the checkpoint it reports (the DeQue's two ends each), as
     its monitor logged them. Empty when no memory cell has a selected run."""
-    from pipeline.models import memory_of
-    from pipeline.reports.recipe import memory_signals, push_pop_text
     from pipeline.training.monitor import MEMORY_PROBE_SIZE
 
     body = []
     for r in table[table.model.isin(MEMORY_MODELS) & table.run_id.notna()].itertuples():
-        folder = RunDir(root / r.run_id)
-        results = folder.standing_results()  # a run training on: the results it stands at
-        if results is None:
+        used = memory_use(r, root)
+        if used is None:
             continue
-        step = int(results["selected_step"])
-        push, pop = push_pop_text(memory_signals(r.model, folder.read_metrics(), step), memory_of(r.model).ends)
+        step, push, pop = used
         body.append(f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} | h{int(r.hidden)}, lr {r.lr:g}, seed "
                     f"{int(r.seed)}, batch {step:,} | {VERDICT_MARKS.get(r.verdict, '')} | {push} | {pop} |")
     if not body:
@@ -693,6 +705,17 @@ def memory_use_lines(table: pd.DataFrame, root: Path) -> list[str]:
             "|---|---|---|---|---|---|", *body, ""]
 
 
+def reference_standing(perplexity: float, ref: ReferencePerplexities) -> str:
+    """Where a training perplexity stands against a task's two content-blind references (:func:`reference_lines`)."""
+    if pd.isna(perplexity):
+        return "—"
+    if perplexity < ref.skeleton * (1 - 2 * ref.skeleton_error):
+        return "below the skeleton line: carries content words"
+    if perplexity < ref.source_unread * (1 - 2 * ref.source_unread_error):
+        return "between the lines: no more than the source's structure gives"
+    return "at or above the upper line: no more than the target alone gives"
+
+
 def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexities | None]) -> list[str]:
     """Where each selected run of the ITG tasks stands against the two content-blind references drawn on the
     convergence figures (issue 78: a disagreement argued from evidence): below the skeleton line (by more than twice
@@ -702,15 +725,6 @@ def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexi
     shown = {task: ref for task, ref in references.items() if ref is not None}
     if not shown:
         return []
-
-    def standing(perplexity: float, ref: ReferencePerplexities) -> str:
-        if pd.isna(perplexity):
-            return "—"
-        if perplexity < ref.skeleton * (1 - 2 * ref.skeleton_error):
-            return "below the skeleton line: carries content words"
-        if perplexity < ref.source_unread * (1 - 2 * ref.source_unread_error):
-            return "between the lines: no more than the source's structure gives"
-        return "at or above the upper line: no more than the target alone gives"
 
     lines = ["## What a model that carries no content word reaches", "",
              "Two reference perplexities per ITG task, per target token (`</s>` included) on the training "
@@ -729,7 +743,7 @@ def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexi
               "| task | model | training perplexity | where it stands |", "|---|---|---|---|"]
     for r in table[table.task.isin(list(shown)) & table.run_id.notna()].itertuples():
         lines.append(f"| {TASK_TITLES[r.task]} | {DISPLAY_NAMES[r.model]} | {r.train_perplexity:.2f} | "
-                     f"{standing(r.train_perplexity, shown[r.task])} |")
+                     f"{reference_standing(r.train_perplexity, shown[r.task])} |")
     return [*lines, ""]
 
 
@@ -755,33 +769,77 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
     in_profile = set(runs.run_id)
     for r in ablations.itertuples():
         name = f"| {TASK_TITLES.get(r.task, r.task)} | {DISPLAY_NAMES.get(r.model, r.model)} |"
-        if r.ablation_of not in in_profile:
-            lines.append(f"{name} `{r.ablation_of}` | {int(r.batches):,} | — | — | the run it ablates is not in "
-                         "the profile |")
-            continue
-        heard = logged_values(logged_rows(root / r.ablation_of), TRAIN_PERPLEXITY)
-        zeroed = logged_values(logged_rows(root / r.run_id), TRAIN_PERPLEXITY)
-        step = int(r.batches)
-        standing = ablation_standing(heard, zeroed, step)
-        run = f"`{r.ablation_of}`"
-        if standing is None:
-            lines.append(f"{name} {run} | {step:,} | — | — | not compared yet ({r.state}) |")
-            continue
-        match, level_heard, level_zeroed, noise = standing
-        # the levels so far, read as the final comparison reads them; judged at its end. A pruned one (by the code
-        # before ablations were exempt, stopping.pruning_applies) is not at the batch it is to be compared at: its
-        # sweep reopens it (rejudged_prune)
-        if r.state not in DONE or r.state == "pruned":
-            why = ("pruned before ablations were exempt: it trains on to its cap when its sweep runs"
-                   if r.state == "pruned" else r.state)
-            lines.append(f"{name} {run} | {step:,} so far | {level_heard:.2f} / {level_zeroed:.2f} | {noise:.2f} | "
-                         f"not judged until it is done ({why}) |")
-            continue
-        ratio = level_zeroed / level_heard
-        said = ("unused: the curves match" if match else
-                f"used: without its reads the run stands {ratio:.2f}× as high" if ratio > 1 else
-                f"heard, to its cost: without its reads the same model stands {ratio:.2f}× as high, lower")
-        lines.append(f"{name} {run} | {step:,} | {level_heard:.2f} / {level_zeroed:.2f} | {noise:.2f} | {said} |")
+        lines.append(f"{name} `{r.ablation_of}` | {' | '.join(ablation_judgement(r, in_profile, root))} |")
+    return [*lines, ""]
+
+
+def ablation_judgement(ablation, in_profile: set[str], root: Path) -> tuple[str, str, str, str]:
+    """One read ablation (a row of all_runs) against the run it ablates: the batch they are compared at, their levels
+    ("heard / zeroed"), the noise, and what that says of the memory (:func:`ablation_lines`' columns)."""
+    step = int(ablation.batches)
+    if ablation.ablation_of not in in_profile:
+        return f"{step:,}", "—", "—", "the run it ablates is not in the profile"
+    heard = logged_values(logged_rows(root / ablation.ablation_of), TRAIN_PERPLEXITY)
+    zeroed = logged_values(logged_rows(root / ablation.run_id), TRAIN_PERPLEXITY)
+    standing = ablation_standing(heard, zeroed, step)
+    if standing is None:
+        return f"{step:,}", "—", "—", f"not compared yet ({ablation.state})"
+    match, level_heard, level_zeroed, noise = standing
+    levels = f"{level_heard:.2f} / {level_zeroed:.2f}"
+    # the levels so far, read as the final comparison reads them; judged at its end. A pruned one (by the code before
+    # ablations were exempt, stopping.pruning_applies) is not at the batch it is to be compared at: its sweep reopens
+    # it (rejudged_prune)
+    if ablation.state not in DONE or ablation.state == "pruned":
+        why = ("pruned before ablations were exempt: it trains on to its cap when its sweep runs"
+               if ablation.state == "pruned" else ablation.state)
+        return f"{step:,} so far", levels, f"{noise:.2f}", f"not judged until it is done ({why})"
+    ratio = level_zeroed / level_heard
+    said = ("unused: the curves match" if match else
+            f"used: without its reads the run stands {ratio:.2f}× as high" if ratio > 1 else
+            f"heard, to its cost: without its reads the same model stands {ratio:.2f}× as high, lower")
+    return f"{step:,}", levels, f"{noise:.2f}", said
+
+
+def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
+                       references: dict[str, ReferencePerplexities | None]) -> list[str]:
+    """evidence.md's case for each memory cell that disagrees at convergence (issue 78: every disagreement argued
+    from evidence), in a few sentences read off the report's own tables: the values short of the paper's, how the
+    selected run used its memory (:func:`memory_use`), where it stands against the content-blind references (ITG
+    tasks, :func:`reference_standing`), and what its read ablation says (:func:`ablation_judgement`; "none yet" where
+    the profile has none for that run). Empty when no memory cell disagrees."""
+    from pipeline.reports.table3 import METRICS, TOLERANCE
+
+    cells = table[table.model.isin(MEMORY_MODELS) & (table.verdict == "disagrees at convergence")]
+    if cells.empty:
+        return []
+    names = {"train_coarse": "training coarse", "train_fine": "training fine", "test_coarse": "test coarse",
+             "test_fine": "test fine"}
+    ablations = runs[is_ablation(runs)]
+    in_profile = set(runs.run_id)
+    lines = ["## The memory cells that disagree", "",
+             "Each memory cell that disagrees at convergence, argued from its selected run (README.md has the tables "
+             "these sentences are read from: how the memories were used, the content-blind references, the read "
+             "ablation; the convergence figure of its task draws the run, its ablation and the references).", ""]
+    for r in cells.itertuples():
+        short = [f"{names[m]} {getattr(r, m):.2f} against {getattr(r, f'paper_{m}'):.2f}" for m in METRICS
+                 if getattr(r, m) - getattr(r, f"paper_{m}") < -TOLERANCE]
+        said = [f"Short of the paper on {', '.join(short)}." if short else "Its values differ from the paper's."]
+        used = memory_use(r, root)
+        if used is not None:
+            step, push, pop = used
+            said.append(f"At batch {step:,} its memory was pushed {push} and popped {pop} (source / target).")
+        if references.get(r.task) is not None:
+            said.append(f"Its training perplexity, {r.train_perplexity:.2f}, is "
+                        f"{reference_standing(r.train_perplexity, references[r.task])}.")
+        mine = ablations[ablations.ablation_of == r.run_id]
+        if mine.empty:
+            said.append("No read ablation of it yet.")
+        for a in mine.itertuples():
+            batch, levels, _, judged = ablation_judgement(a, in_profile, root)
+            said.append(f"Its read ablation: {judged}." if levels == "—" else
+                        f"Its read ablation at {batch} batches (perplexity heard / zeroed {levels}): {judged}.")
+        lines.append(f"- **{TASK_TITLES.get(r.task, r.task)}, {DISPLAY_NAMES.get(r.model, r.model)}** "
+                     f"(`{r.run_id}`): {' '.join(said)}")
     return [*lines, ""]
 
 
@@ -1124,7 +1182,6 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
     sizes = sorted({int(r["eval_sizes"]["test"]) for r in finished})
     atomic_write_text(out_dir / "table3.md", table3_markdown(table, header, " or ".join(map(str, sizes)) or "1000",
                                                             TASK_TITLES))
-    atomic_write_text(out_dir / "evidence.md", evidence_markdown(table, header, TASK_TITLES))
     atomic_write_text(out_dir / "table2.md", table2_markdown(parameter_table(), header))
 
     figures, references = [], {}
@@ -1138,6 +1195,10 @@ def write_report(sweep: SweepConfig, config_file: str | Path, runs_root: Path | 
         in_profile = table[(table.task == task) & table.in_profile]
         if length_figure(task, selected, root, path, unselected=list(in_profile[in_profile.run_id.isna()].model)):
             figures.append((task, "length", path.name))
+
+    disagreements = disagreement_lines(table, runs, root, references)
+    atomic_write_text(out_dir / "evidence.md", evidence_markdown(table, header, TASK_TITLES)
+                      + ("\n".join(disagreements) + "\n" if disagreements else ""))
 
     far = far_lengths_table(selected, root, out_dir)
     far_drawn = far_lengths_figure(far, out_dir / "far_lengths.png")
