@@ -726,3 +726,6 @@ def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_an
     alone = disagreement_lines(table, runs[runs.run_id == "copy-stack"], tmp_path, {"copy": None})
     assert "No read ablation of it yet." in [line for line in alone if line.startswith("- ")][0]
     assert disagreement_lines(table.assign(verdict="reproduced"), runs, tmp_path, {"copy": None}) == []
+    continued = table.assign(continued_in=["copy-on", None, None], continued_batches=[56000, None, None])
+    assert "Judged where its continuation outside the profile ended (`copy-on`, 56,000 batches; evidence above)." in \
+        [line for line in disagreement_lines(continued, runs, tmp_path, {"copy": None}) if line.startswith("- ")][0]

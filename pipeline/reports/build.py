@@ -824,6 +824,10 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
         short = [f"{names[m]} {getattr(r, m):.2f} against {getattr(r, f'paper_{m}'):.2f}" for m in METRICS
                  if getattr(r, m) - getattr(r, f"paper_{m}") < -TOLERANCE]
         said = [f"Short of the paper on {', '.join(short)}." if short else "Its values differ from the paper's."]
+        continued = getattr(r, "continued_in", None)
+        if isinstance(continued, str) and continued:  # judged where a continuation of the run ended (table3)
+            said.append(f"Judged where its continuation outside the profile ended (`{continued}`, "
+                        f"{int(r.continued_batches):,} batches; evidence above).")
         used = memory_use(r, root)
         if used is not None:
             step, push, pop = used
