@@ -661,7 +661,7 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
     runs = pd.DataFrame([dict(base, run_id="heard", ablation_of="", state="interrupted"),
                          dict(base, run_id="zeroed", ablation_of="heard", state="interrupted")])
     (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
-    assert "| 2,000 so far | 9.00 / 6.00 |" in row and "not judged until it is done (interrupted)" in row
+    assert "| 2,000 so far | 9.00 / 6.00 |" in row and "not judged until both are at its end (interrupted)" in row
     assert "used" not in row
     runs.loc[1, "state"] = "finished"
     (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
@@ -677,10 +677,20 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
     alone = runs[runs.run_id == "zeroed"]
     (row,) = [line for line in ablation_lines(alone, tmp_path) if "`heard`" in line]
     assert "the run it ablates is not in the profile" in row
+    # done, but the run it ablates has not got that far (the gender Stack's, done at 150,000 while its run stood at
+    # 30,000): compared at the run's end so far, not judged; a run still training is read where its log stands now
+    log(tmp_path / "long", [6.0 + 0.01 * (k % 2) for k in range(40)])
+    longer = runs.assign(run_id=["heard", "long"], batches=[2000, 4000], state=["interrupted", "finished"])
+    (row,) = [line for line in ablation_lines(longer, tmp_path) if "`heard`" in line]
+    assert "| 2,000 so far | 9.00 / 6.00 |" in row
+    assert "not judged until both are at its end (the run it ablates is at 2,000 of its 4,000)" in row
+    training = longer.assign(batches=[2000, 1000], batches_now=[2000, 1500], state=["interrupted", "interrupted"])
+    (row,) = [line for line in ablation_lines(training, tmp_path) if "`heard`" in line]
+    assert "| 1,500 so far |" in row
     # pruned (by the code before ablations were exempt): not at the batch it is to be compared at, so not judged
     runs.loc[1, "state"] = "pruned"
     (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
-    assert "| 2,000 so far |" in row and "not judged until it is done (pruned before ablations were exempt" in row
+    assert "| 2,000 so far |" in row and "not judged until both are at its end (pruned before ablations were" in row
     assert "heard, to its cost" not in row
 
 
@@ -719,7 +729,7 @@ def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_an
     assert argued.startswith("- **Sequence copying, Stack-LSTM** (`copy-stack`): Short of the paper on test fine "
                              "0.07 against 0.22.")
     assert "pushed 0.10 / 0.05 and popped 0.03 / 0.00" in argued
-    assert "Its read ablation at 2,000 batches (perplexity heard / zeroed 1.04 / 1.30): used: without its reads" \
+    assert "Its read ablation at batch 2,000 (perplexity heard / zeroed 1.04 / 1.30): used: without its reads" \
         in argued
     pending = disagreement_lines(table, runs.assign(batches=0, state="pending"), tmp_path, {"copy": None})
     assert "Its read ablation: not compared yet (pending)." in [line for line in pending if line.startswith("- ")][0]

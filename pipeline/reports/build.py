@@ -776,23 +776,27 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
 def ablation_judgement(ablation, in_profile: set[str], root: Path) -> tuple[str, str, str, str]:
     """One read ablation (a row of all_runs) against the run it ablates: the batch they are compared at, their levels
     ("heard / zeroed"), the noise, and what that says of the memory (:func:`ablation_lines`' columns)."""
-    step = int(ablation.batches)
+    # where it is compared: its end once done (a pruned one, by the code before ablations were exempt,
+    # stopping.pruning_applies, is not: its sweep reopens it, rejudged_prune); while it trains, where its log stands
+    done = ablation.state in DONE and ablation.state != "pruned"
+    now = getattr(ablation, "batches_now", math.nan)
+    step = int(ablation.batches) if done or pd.isna(now) else int(now)
     if ablation.ablation_of not in in_profile:
         return f"{step:,}", "—", "—", "the run it ablates is not in the profile"
     heard = logged_values(logged_rows(root / ablation.ablation_of), TRAIN_PERPLEXITY)
     zeroed = logged_values(logged_rows(root / ablation.run_id), TRAIN_PERPLEXITY)
-    standing = ablation_standing(heard, zeroed, step)
+    # both curves at one batch: the ablation's, or the run's end where the run it ablates has not got there yet
+    at = min(step, max((batch for batch, _ in heard), default=0))
+    standing = ablation_standing(heard, zeroed, at)
     if standing is None:
         return f"{step:,}", "—", "—", f"not compared yet ({ablation.state})"
     match, level_heard, level_zeroed, noise = standing
     levels = f"{level_heard:.2f} / {level_zeroed:.2f}"
-    # the levels so far, read as the final comparison reads them; judged at its end. A pruned one (by the code before
-    # ablations were exempt, stopping.pruning_applies) is not at the batch it is to be compared at: its sweep reopens
-    # it (rejudged_prune)
-    if ablation.state not in DONE or ablation.state == "pruned":
+    if not done or at < step:  # the levels so far, read as the final comparison reads them; judged at the end
         why = ("pruned before ablations were exempt: it trains on to its cap when its sweep runs"
-               if ablation.state == "pruned" else ablation.state)
-        return f"{step:,} so far", levels, f"{noise:.2f}", f"not judged until it is done ({why})"
+               if ablation.state == "pruned" else ablation.state if not done else
+               f"the run it ablates is at {at:,} of its {step:,}")
+        return f"{at:,} so far", levels, f"{noise:.2f}", f"not judged until both are at its end ({why})"
     ratio = level_zeroed / level_heard
     said = ("unused: the curves match" if match else
             f"used: without its reads the run stands {ratio:.2f}× as high" if ratio > 1 else
@@ -841,7 +845,7 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
         for a in mine.itertuples():
             batch, levels, _, judged = ablation_judgement(a, in_profile, root)
             said.append(f"Its read ablation: {judged}." if levels == "—" else
-                        f"Its read ablation at {batch} batches (perplexity heard / zeroed {levels}): {judged}.")
+                        f"Its read ablation at batch {batch} (perplexity heard / zeroed {levels}): {judged}.")
         lines.append(f"- **{TASK_TITLES.get(r.task, r.task)}, {DISPLAY_NAMES.get(r.model, r.model)}** "
                      f"(`{r.run_id}`): {' '.join(said)}")
     return [*lines, ""]
