@@ -718,7 +718,7 @@ def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_an
     values = dict(train_coarse=0.95, train_fine=0.97, test_coarse=0.06, test_fine=0.07)
     paper = dict(paper_train_coarse=0.89, paper_train_fine=0.94, paper_test_coarse=0.00, paper_test_fine=0.22)
     cell = dict(task="copy", model="stack", run_id="copy-stack", train_perplexity=1.04, hidden=256, lr=5e-4, seed=1,
-                verdict="disagrees at convergence", **values, **paper)
+                verdict="disagrees at convergence", note_kinds="plateau", **values, **paper)
     table = pd.DataFrame([cell, dict(cell, model="queue", run_id="copy-queue", verdict="reproduced"),
                           dict(cell, model="lstm1", run_id="copy-lstm", verdict="disagrees at convergence")])
     base = dict(task="copy", model="stack", batches=2000, state="finished")
@@ -731,6 +731,10 @@ def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_an
     assert "pushed 0.10 / 0.05 and popped 0.03 / 0.00" in argued
     assert "Its read ablation at batch 2,000 (perplexity heard / zeroed 1.04 / 1.30): used: without its reads" \
         in argued
+    assert "So far" not in argued  # no run of its cell still to train (no note "unfinished")
+    unfinished = table.assign(note_kinds=["plateau unfinished", "converged", "plateau"])
+    assert "So far: runs of its cell still train, and one may turn the verdict." in \
+        [line for line in disagreement_lines(unfinished, runs, tmp_path, {"copy": None}) if line.startswith("- ")][0]
     pending = disagreement_lines(table, runs.assign(batches=0, state="pending"), tmp_path, {"copy": None})
     assert "Its read ablation: not compared yet (pending)." in [line for line in pending if line.startswith("- ")][0]
     alone = disagreement_lines(table, runs[runs.run_id == "copy-stack"], tmp_path, {"copy": None})

@@ -811,7 +811,7 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
     selected run used its memory (:func:`memory_use`), where it stands against the content-blind references (ITG
     tasks, :func:`reference_standing`), and what its read ablation says (:func:`ablation_judgement`; "none yet" where
     the profile has none for that run). Empty when no memory cell disagrees."""
-    from pipeline.reports.table3 import METRICS, TOLERANCE
+    from pipeline.reports.table3 import METRICS, TOLERANCE, judged_so_far
 
     cells = table[table.model.isin(MEMORY_MODELS) & (table.verdict == "disagrees at convergence")]
     if cells.empty:
@@ -828,6 +828,8 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
         short = [f"{names[m]} {getattr(r, m):.2f} against {getattr(r, f'paper_{m}'):.2f}" for m in METRICS
                  if getattr(r, m) - getattr(r, f"paper_{m}") < -TOLERANCE]
         said = [f"Short of the paper on {', '.join(short)}." if short else "Its values differ from the paper's."]
+        if judged_so_far(r):  # a survivor of its cell still trains, and may be selected once done
+            said.append("So far: runs of its cell still train, and one may turn the verdict.")
         continued = getattr(r, "continued_in", None)
         if isinstance(continued, str) and continued:  # judged where a continuation of the run ended (table3)
             said.append(f"Judged where its continuation outside the profile ended (`{continued}`, "
