@@ -23,7 +23,6 @@ from pipeline.training.stopping import (
     plateau_stop,
     plateau_window,
     prune_threshold,
-    pruning_applies,
     should_prune,
 )
 
@@ -128,7 +127,9 @@ def rejudged_prune(run_dir: Path) -> bool:
     if results is None or stop_reason(results) != "pruned":
         return False
     config = folder.read_config()
-    if not pruning_applies(config):  # a read ablation, pruned before they were exempt: it trains to its cap
+    # a read ablation, pruned before ablations were exempt (stopping.pruning_applies): it trains to its cap. Asked of
+    # the ablation flag itself, so that no other pruned run (none is pruned without pruning checkpoints) is reopened
+    if config.model.probes.read_zeroed:
         return True
     if results.get("prune_rule", 1) >= PRUNE_RULE:
         return False
