@@ -732,6 +732,10 @@ def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_an
     assert "Its read ablation at batch 2,000 (perplexity heard / zeroed 1.04 / 1.30): used: without its reads" \
         in argued
     assert "So far" not in argued  # no run of its cell still to train (no note "unfinished")
+    # 0.95 against 1.00 agrees, as the verdict judges it (within_tolerance): not listed as short
+    edge = table.assign(paper_train_coarse=1.00)
+    (line,) = [x for x in disagreement_lines(edge, runs, tmp_path, {"copy": None}) if x.startswith("- ")]
+    assert "Short of the paper on test fine 0.07 against 0.22." in line and "training coarse" not in line
     unfinished = table.assign(note_kinds=["plateau unfinished", "converged", "plateau"])
     assert "So far: runs of its cell still train, and one may turn the verdict." in \
         [line for line in disagreement_lines(unfinished, runs, tmp_path, {"copy": None}) if line.startswith("- ")][0]

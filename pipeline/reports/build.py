@@ -811,7 +811,7 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
     selected run used its memory (:func:`memory_use`), where it stands against the content-blind references (ITG
     tasks, :func:`reference_standing`), and what its read ablation says (:func:`ablation_judgement`; "none yet" where
     the profile has none for that run). Empty when no memory cell disagrees."""
-    from pipeline.reports.table3 import METRICS, TOLERANCE, judged_so_far
+    from pipeline.reports.table3 import METRICS, judged_so_far, within_tolerance
 
     cells = table[table.model.isin(MEMORY_MODELS) & (table.verdict == "disagrees at convergence")]
     if cells.empty:
@@ -825,8 +825,10 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
              "these sentences are read from: how the memories were used, the content-blind references, the read "
              "ablation; the convergence figure of its task draws the run, its ablation and the references).", ""]
     for r in cells.itertuples():
+        # below the paper's as the verdict judges it: beyond the tolerance (table3.within_tolerance), not 0.95 on 1.00
+        diffs = {m: getattr(r, m) - getattr(r, f"paper_{m}") for m in METRICS}
         short = [f"{names[m]} {getattr(r, m):.2f} against {getattr(r, f'paper_{m}'):.2f}" for m in METRICS
-                 if getattr(r, m) - getattr(r, f"paper_{m}") < -TOLERANCE]
+                 if diffs[m] < 0 and not within_tolerance(diffs[m])]
         said = [f"Short of the paper on {', '.join(short)}." if short else "Its values differ from the paper's."]
         if judged_so_far(r):  # a survivor of its cell still trains, and may be selected once done
             said.append("So far: runs of its cell still train, and one may turn the verdict.")
