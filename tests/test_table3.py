@@ -361,7 +361,10 @@ def test_a_budget_limited_cell_is_judged_where_its_continuation_ended(tmp_path):
     assert "training 0.10 / 0.40" in cell.evidence
     # 10% of 23,500; the mean of windows 212-235 (16.5) against 188-211's (40.5)
     assert "plateaued, though its last 2,400 batches were still 59.26% below the 2,400 before" in cell.evidence
-    assert cell.train_coarse == 0.0  # the table's numbers stay the profile's run's
+    # the numbers beside the verdict are the ones it was judged on: the continuation's, the profile's in the evidence
+    assert (cell.train_coarse, cell.train_fine, cell.test_fine, cell.train_perplexity) == (0.10, 0.40, 0.05, 30.5)
+    assert cell.diff_train_coarse == pytest.approx(0.10 - 0.89)
+    assert "the row's numbers are read there (the profile's run stood at training 0.00 / " in cell.evidence
 
     still = {"copy-stack-0.001-s0": dict(later, stop_reason="budget", still_improving=True)}
     (cell,) = table3(capped, sweep, still).query("task == 'copy' and model == 'stack'").itertuples()
@@ -396,7 +399,12 @@ def test_a_stop_short_of_the_paper_is_judged_where_its_reopened_continuation_end
     assert on.verdict == "budget-limited" and on.continued_batches == 55000 and "continued" in on.note_kinds.split()
     assert ("continued outside the profile (`stack-copy-past-plateau`, same run, reopened past its plateau rule's stop "
             "at 47,000 batches) to 55,000 batches: hit its cap, perplexity still falling") in on.evidence
-    assert on.train_coarse == 0.95  # the table's numbers stay the profile's run's
+    assert (on.train_coarse, on.test_coarse) == (0.97, 0.03)  # the continuation's, as the verdict's
+    assert "the profile's run stood at training 0.95 / " in on.evidence
+    # the spread over the setting's seeds reads this seed where the verdict does (0.03, not its stop's 0.02)
+    other_seed = run(0, 1.5, 0.01, lr=5e-4, task="copy", stop="plateau", batches=47000, train=0.9)
+    two = cell(runs(stopped, other_seed), {stopped["run_id"]: later})
+    assert two.seeds_at_selected == 2 and two.test_coarse_mean == pytest.approx((0.03 + 0.01) / 2)
     flat_again = dict(later, batches=60000, stop_reason="plateau", still_improving=False)
     again = cell(runs(stopped), {stopped["run_id"]: flat_again})
     assert again.verdict == "disagrees at convergence" and again.continued_batches == 60000

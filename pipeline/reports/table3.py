@@ -12,7 +12,8 @@
   which runs converged; and a **verdict** (:func:`verdict`). A selected run that hit its cap still improving is
   *budget-limited*, unless it was continued outside the profile (a documented experiment under
   ``reports/experiments/`` holding the same run, its cap raised): the verdict is then judged where the continuation
-  ended, and the evidence says so. So is a selected run that falls short of the paper where a rule stopped it (the
+  ended, the row's four values (and that seed's in the spread over seeds) are the continuation's, and the evidence
+  gives both. So is a selected run that falls short of the paper where a rule stopped it (the
   plateau rule, say) and whose continuation, reopened past that stop, went further: the windows after a stop judge it
   better than the one evaluation that made it. A cell short of the paper whose successive halving cut a run now
   standing lower than the selected one (:func:`cut_lower`) is budget-limited too, continued or not: its search, not
@@ -92,7 +93,7 @@ EVIDENCE_KINDS = {
                    "cell so far, selected among the runs with results."),
     "continued": ("continued", "The selected run was continued outside the profile (the same run, its cap raised or "
                   "reopened past the stop that ended it; `reports/experiments/`): the verdict is judged where the "
-                  "continuation ended."),
+                  "continuation ended, and the row's numbers are the continuation's."),
     "cut-lower": ("cut run lower", "A run the cell's successive halving cut stands at a lower training perplexity "
                   "than the selected run (trained past its rung by an earlier grid, say): the search has not settled "
                   "the cell, which is budget-limited unless it already reproduces or beats the paper's."),
@@ -661,8 +662,18 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                 if row["verdict"] in judgeable and later is not None and later["batches"] > r.batches:
                     judged, text = _judged_at_continuation(later, {m: row[f"paper_{m}"] for m in METRICS},
                                                            r.stop_reason, int(r.batches))
-                    row.update(verdict=judged, evidence=f"{row['evidence']}; {text}",
-                               continued_batches=later["batches"], continued_in=later["name"])
+                    stood = (f"training {r.train_coarse:.2f} / {r.train_fine:.2f}, test {r.test_coarse:.2f} / "
+                             f"{r.test_fine:.2f}")
+                    row.update(verdict=judged, continued_batches=later["batches"], continued_in=later["name"],
+                               evidence=f"{row['evidence']}; {text}, and the row's numbers are read there (the "
+                                        f"profile's run stood at {stood} where it ended)")
+                    # the numbers beside a verdict are the ones it was judged on: the continuation's, this seed's
+                    # among its setting's seeds too
+                    row.update({m: later[m] for m in METRICS}, train_perplexity=later["train_perplexity"],
+                               **{f"diff_{m}": later[m] - row[f"paper_{m}"] for m in METRICS})
+                    spread = seeds.test_coarse.where(seeds.run_id != r.run_id, later["test_coarse"])
+                    row.update(test_coarse_mean=spread.mean(),
+                               test_coarse_std=spread.std(ddof=1) if len(spread) > 1 else math.nan)
                     cell_notes.append(("continued", f"to {later['batches']:,} ({later['name']})"))
                 if below is not None and row["verdict"] in SHORT_OF_THE_PAPER:
                     row["verdict"] = "budget-limited"  # continued or not, its search cut a run that went lower
