@@ -401,3 +401,41 @@ def test_a_profile_without_the_later_keys_keeps_the_hash_its_report_names(profil
 
     sweep = load_sweep(CONFIG_DIR / f"{profile}.yaml")
     assert f"hash `{profile_hash(sweep)}`" in (sweep.reports_dir() / "README.md").read_text()
+
+
+def test_the_rungs_report_names_where_ranking_by_the_best_seed_would_have_kept_another_setting(tmp_path):
+    """`python -m pipeline.reports.rungs` reads each decided rung back from the logs: the rule ranks a setting by the
+    mean over its seeds, so a setting with one seed far ahead and one on its plateau (the bigram-flipping Stack's lr
+    5e-4 push +1 at 30,000: 12.3 and 113.7) loses to one whose seeds are both middling; ranked by its best seed it
+    would have been kept. A rung with a run short of it is not decided and is not listed."""
+    from pipeline.reports.rungs import decided_rungs, rungs_text
+
+    path = halving_profile(tmp_path, {"at": [10], "keep": [1], "seeds_together": True}, lrs=(3e-2, 1e-3, 1e-4),
+                           seeds=(0, 1))
+    sweep = load_sweep(path)
+    root = tmp_path / "runs"
+    at_rung = {(3e-2, 0): 40.0, (3e-2, 1): 41.0, (1e-3, 0): 12.0, (1e-3, 1): 114.0, (1e-4, 0): 90.0, (1e-4, 1): 95.0}
+    for run in sweep.runs():
+        folder = root / run.run_id()
+        folder.mkdir(parents=True)
+        level = at_rung[(run.training.lr, run.training.seed)]
+        (folder / "metrics.csv").write_text("step,train/perplexity\n" + "".join(
+            f"{step},{level}\n" for step in range(1, 11)))
+    (rung,) = decided_rungs(sweep, root)
+    assert rung.kept == ("lr 0.03",) and rung.kept_by_best == ("lr 0.001",) and rung.differs
+    assert rung.ranked[1] == ("lr 0.001", (12.0, 114.0))  # the mean, 63, second; its best seed, 12, first
+    text = rungs_text([rung])
+    assert "rung 10: kept lr 0.03 (40 / 41); by best seed: lr 0.001" in text
+    assert text.endswith("1 decided rungs; ranked by each setting's best seed, 1 would have kept other settings")
+
+    even = {**at_rung, (1e-3, 1): 30.0}  # now its mean, 21, leads too: both rankings keep it
+    for run in sweep.runs():
+        level = even[(run.training.lr, run.training.seed)]
+        (root / run.run_id() / "metrics.csv").write_text("step,train/perplexity\n" + "".join(
+            f"{step},{level}\n" for step in range(1, 11)))
+    (rung,) = decided_rungs(sweep, root)
+    assert rung.kept == rung.kept_by_best == ("lr 0.001",) and not rung.differs
+
+    short = next(iter(sweep.runs())).run_id()  # one run short of the rung: nothing decided
+    (root / short / "metrics.csv").write_text("step,train/perplexity\n1,50.0\n")
+    assert decided_rungs(sweep, root) == []
