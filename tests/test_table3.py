@@ -691,7 +691,7 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
     longer = runs.assign(run_id=["heard", "long"], batches=[2000, 4000], state=["interrupted", "finished"])
     (row,) = [line for line in ablation_lines(longer, tmp_path) if "`heard`" in line]
     assert "| 2,000 so far | 9.00 / 6.00 |" in row
-    assert "not judged until both are at its end (the run it ablates is at 2,000 of its 4,000)" in row
+    assert "not judged until both are at its end (the run it ablates is at 2,000 of the ablation's 4,000)" in row
     training = longer.assign(batches=[2000, 1000], batches_now=[2000, 1500], state=["interrupted", "interrupted"])
     (row,) = [line for line in ablation_lines(training, tmp_path) if "`heard`" in line]
     assert "| 1,500 so far |" in row

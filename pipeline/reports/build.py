@@ -795,7 +795,7 @@ def ablation_judgement(ablation, in_profile: set[str], root: Path) -> tuple[str,
     if not done or at < step:  # the levels so far, read as the final comparison reads them; judged at the end
         why = ("pruned before ablations were exempt: it trains on to its cap when its sweep runs"
                if ablation.state == "pruned" else ablation.state if not done else
-               f"the run it ablates is at {at:,} of its {step:,}")
+               f"the run it ablates is at {at:,} of the ablation's {step:,}")
         return f"{at:,} so far", levels, f"{noise:.2f}", f"not judged until both are at its end ({why})"
     ratio = level_zeroed / level_heard
     said = ("unused: the curves match" if match else
