@@ -83,11 +83,10 @@ def rungs_text(rungs: list[Rung]) -> str:
 
 
 def main(argv: list[str]) -> None:
-    from pipeline.sweep import load_sweep
+    from pipeline.sweep import load_sweep, sweep_root
 
-    profile = Path(argv[0]) if argv else Path("configs/cpu.yaml")
-    root = Path(argv[1]) if len(argv) > 1 else Path("runs") / load_sweep(profile).name
-    print(rungs_text(decided_rungs(load_sweep(profile), root)))
+    sweep = load_sweep(Path(argv[0]) if argv else Path("configs/cpu.yaml"))
+    print(rungs_text(decided_rungs(sweep, sweep_root(sweep, Path(argv[1]) if len(argv) > 1 else None))))
 
 
 if __name__ == "__main__":
