@@ -596,6 +596,15 @@ def _judged_at_continuation(later: dict, paper: dict, stopped: str | None, batch
     return judged, text
 
 
+def _show_values(row: dict, values: dict, seeds: pd.DataFrame, run_id: str) -> None:
+    """Put in a Table 3 ``row`` the four values its verdict is judged on, their differences from the paper's, and
+    the spread of test coarse over the selected setting's ``seeds``, the selected run (``run_id``) read at
+    ``values``: its results, or its continuation's where the verdict is judged there."""
+    row.update(values, **{f"diff_{m}": values[m] - row[f"paper_{m}"] for m in METRICS})
+    spread = seeds.test_coarse.where(seeds.run_id != run_id, values["test_coarse"])
+    row.update(test_coarse_mean=spread.mean(), test_coarse_std=spread.std(ddof=1) if len(spread) > 1 else math.nan)
+
+
 def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict] | None = None,
            elsewhere: dict[str, dict] | None = None) -> pd.DataFrame:
     """One row per cell of the paper's Table 3 (all 35), in the paper's order; cells outside the profile say so.
@@ -626,15 +635,13 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
             if chosen is not None and (task, model) in chosen.index:
                 r = chosen.loc[(task, model)]
                 row.update({k: r[k] for k in ("hidden", "lr", "seed", "batches", "selected_step", "stop_reason",
-                                               "train_perplexity", *METRICS, "start", "provenance", "machine",
-                                               "run_id", "commit")})
+                                               "train_perplexity", "start", "provenance", "machine", "run_id",
+                                               "commit")})
                 row["left_start"] = has_left_start(r)
-                for m in METRICS:
-                    row[f"diff_{m}"] = r[m] - row[f"paper_{m}"]
                 seeds = reported(cell)
                 seeds = seeds[seeds.setting == r.setting]
-                row.update(seeds_at_selected=len(seeds), test_coarse_mean=seeds.test_coarse.mean(),
-                           test_coarse_std=seeds.test_coarse.std(ddof=1) if len(seeds) > 1 else math.nan,
+                _show_values(row, {m: r[m] for m in METRICS}, seeds, r.run_id)
+                row.update(seeds_at_selected=len(seeds),
                            verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
                                            r.stop_reason, bool(r.still_improving), has_left_start(r)),
                            evidence=evidence(r, cell))
@@ -667,13 +674,9 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                     row.update(verdict=judged, continued_batches=later["batches"], continued_in=later["name"],
                                evidence=f"{row['evidence']}; {text}, and the row's numbers are read there (the "
                                         f"profile's run stood at {stood} where it ended)")
-                    # the numbers beside a verdict are the ones it was judged on: the continuation's, this seed's
-                    # among its setting's seeds too
-                    row.update({m: later[m] for m in METRICS}, train_perplexity=later["train_perplexity"],
-                               **{f"diff_{m}": later[m] - row[f"paper_{m}"] for m in METRICS})
-                    spread = seeds.test_coarse.where(seeds.run_id != r.run_id, later["test_coarse"])
-                    row.update(test_coarse_mean=spread.mean(),
-                               test_coarse_std=spread.std(ddof=1) if len(spread) > 1 else math.nan)
+                    # the numbers beside a verdict are the ones it was judged on: the continuation's
+                    row["train_perplexity"] = later["train_perplexity"]
+                    _show_values(row, {m: later[m] for m in METRICS}, seeds, r.run_id)
                     cell_notes.append(("continued", f"to {later['batches']:,} ({later['name']})"))
                 if below is not None and row["verdict"] in SHORT_OF_THE_PAPER:
                     row["verdict"] = "budget-limited"  # continued or not, its search cut a run that went lower
