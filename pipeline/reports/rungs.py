@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipeline.config import SweepConfig
 from pipeline.reports.table3 import start_of
-from pipeline.sweep.halving import brackets, setting_rank, settings, standing_at
+from pipeline.sweep.halving import brackets, walk_rungs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,22 +48,18 @@ def best_seed_rank(group, standings: dict[str, float]) -> tuple[float, str]:
 
 def decided_rungs(sweep: SweepConfig, root: Path) -> list[Rung]:
     """Every rung of ``sweep``'s brackets that its runs under ``root`` have decided, in grid order. Later rungs follow
-    the rule's decisions (the settings it kept), as the sweep did."""
+    the rule's decisions (the settings it kept), as the sweep did (:func:`walk_rungs`)."""
     out = []
     for halving, runs in brackets(sweep):
         first = runs[0]
         name = f"{first.task}, {first.model.name}, h{first.model.hidden}"
-        alive = settings(runs)
-        for rung, keep in zip(halving.at, halving.keep):
-            standings = {run.run_id(): standing_at(root / run.run_id(), rung) for group in alive for run in group}
-            if any(value is None for value in standings.values()):
+        for _, rung, keep, ranked, standings in walk_rungs(halving, runs, root):
+            if standings is None:
                 break  # not decided yet
-            ranked = sorted(alive, key=lambda group, at=standings: setting_rank(group, at))
-            by_best = sorted(alive, key=lambda group, at=standings: best_seed_rank(group, at))
+            by_best = sorted(ranked, key=lambda group, at=standings: best_seed_rank(group, at))
             out.append(Rung(name, rung, keep,
                             tuple((setting_name(g), tuple(standings[r.run_id()] for r in g)) for g in ranked),
                             tuple(setting_name(g) for g in by_best[:keep])))
-            alive = ranked[:keep]
     return out
 
 

@@ -105,27 +105,43 @@ def setting_rank(group: list[RunConfig], standings: dict[str, float]) -> tuple[f
     return sum(values) / len(values), min(run.run_id() for run in group)
 
 
+def walk_rungs(halving: Halving, runs: list[RunConfig], root: Path):
+    """A bracket's rungs in order, as the rule decides them. For each decided rung yields (its index into
+    ``halving.at``, the rung, how many settings it keeps, the settings that trained to it ranked by
+    :func:`setting_rank` (the first ``keep`` go on), the runs' standings there); at the first rung not decided yet
+    yields the settings training to it unranked with standings None, and stops. Each later rung follows the rule's
+    decisions, as the sweep did. The one copy of the walk: the sweep's plan and the rungs report
+    (:mod:`pipeline.reports.rungs`) both read it."""
+    alive = settings(runs)
+    for index, (rung, keep) in enumerate(zip(halving.at, halving.keep)):
+        standings = {run.run_id(): standing_at(root / run.run_id(), rung) for group in alive for run in group}
+        if any(value is None for value in standings.values()):
+            yield index, rung, keep, alive, None
+            return
+        ranked = sorted(alive, key=lambda group, at=standings: setting_rank(group, at))
+        yield index, rung, keep, ranked, standings
+        alive = ranked[:keep]
+
+
 def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
     """Run id -> its :class:`Budget` now, for every run of a block with halving (runs of other blocks are absent:
     their budget is their config's)."""
     plan: dict[str, Budget] = {}
     for halving, runs in brackets(sweep):
-        alive = settings(runs)
-        for index, (rung, keep) in enumerate(zip(halving.at, halving.keep)):
-            standings = {run.run_id(): standing_at(root / run.run_id(), rung) for group in alive for run in group}
-            if any(value is None for value in standings.values()):  # the rung is not decided yet: all train to it
-                share = later_batches(halving, index, len(alive[0]), runs[0].training.max_batches) / len(standings)
-                plan.update({run.run_id(): Budget(rung, False, share) for group in alive for run in group})
+        survivors = settings(runs)
+        for index, rung, keep, ranked, standings in walk_rungs(halving, runs, root):
+            if standings is None:  # the rung is not decided yet: all train to it
+                share = later_batches(halving, index, len(ranked[0]), runs[0].training.max_batches)
+                share /= sum(len(group) for group in ranked)
+                plan.update({run.run_id(): Budget(rung, False, share) for group in ranked for run in group})
                 break
             for run_id, standing in standings.items():  # decided: recorded where each run's folder is, and read
                 if (root / run_id).is_dir():             # from there from now on
                     RunDir(root / run_id).record_rung(rung, standing)
-
-            ranked = sorted(alive, key=lambda group, at=standings: setting_rank(group, at))
             plan.update({run.run_id(): Budget(rung, True) for group in ranked[keep:] for run in group})
-            alive = ranked[:keep]
+            survivors = ranked[:keep]
         else:
-            plan.update({run.run_id(): Budget(run.training.max_batches, False) for group in alive for run in group})
+            plan.update({run.run_id(): Budget(run.training.max_batches, False) for group in survivors for run in group})
     return plan
 
 
