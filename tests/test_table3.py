@@ -725,8 +725,9 @@ def test_each_memory_cell_that_disagrees_is_argued_in_evidence_from_its_trace_an
     folder("copy-zeroed", [1.30 + 0.001 * (k % 2) for k in range(20)])
     values = dict(train_coarse=0.95, train_fine=0.97, test_coarse=0.06, test_fine=0.07)
     paper = dict(paper_train_coarse=0.89, paper_train_fine=0.94, paper_test_coarse=0.00, paper_test_fine=0.22)
+    diffs = {f"diff_{m}": v - paper[f"paper_{m}"] for m, v in values.items()}  # as table3 puts them
     cell = dict(task="copy", model="stack", run_id="copy-stack", train_perplexity=1.04, hidden=256, lr=5e-4, seed=1,
-                verdict="disagrees at convergence", note_kinds="plateau", **values, **paper)
+                verdict="disagrees at convergence", note_kinds="plateau", **values, **paper, **diffs)
     table = pd.DataFrame([cell, dict(cell, model="queue", run_id="copy-queue", verdict="reproduced"),
                           dict(cell, model="lstm1", run_id="copy-lstm", verdict="disagrees at convergence")])
     base = dict(task="copy", model="stack", batches=2000, state="finished")
