@@ -665,7 +665,7 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
 
     log(tmp_path / "heard", [9.0 + 0.01 * (k % 2) for k in range(20)])
     log(tmp_path / "zeroed", [6.0 + 0.01 * (k % 2) for k in range(20)])
-    base = dict(task="svo_sov", model="stack", batches=2000)
+    base = dict(task="svo_sov", model="stack", batches=2000, cap=150000, stop_reason=None)
     runs = pd.DataFrame([dict(base, run_id="heard", ablation_of="", state="interrupted"),
                          dict(base, run_id="zeroed", ablation_of="heard", state="interrupted")])
     (row,) = [line for line in ablation_lines(runs, tmp_path) if "`heard`" in line]
@@ -692,6 +692,15 @@ def test_the_ablation_table_judges_a_done_ablation_and_shows_one_still_training_
     (row,) = [line for line in ablation_lines(longer, tmp_path) if "`heard`" in line]
     assert "| 2,000 so far | 9.00 / 6.00 |" in row
     assert "not judged until both are at its end (the run it ablates is at 2,000 of the ablation's 4,000)" in row
+    # ... the same at a halving rung the run reached, which may keep it (done at the rung's budget, below its cap)
+    rung = longer.assign(state=["finished", "finished"], stop_reason=["budget", "budget"])
+    (row,) = [line for line in ablation_lines(rung, tmp_path) if "`heard`" in line]
+    assert "not judged until both are at its end (the run it ablates is at 2,000" in row
+    # the run stopped for good first (the gender Stack's, flat at 123,000 under its 150,000-batch ablation): both
+    # are judged at the run's end, where the ablation's log holds the same batch
+    for stopped in (dict(stop_reason=["plateau", "budget"]), dict(cap=[2000, 4000], stop_reason=["budget", "budget"])):
+        (row,) = [line for line in ablation_lines(rung.assign(**stopped), tmp_path) if "`heard`" in line]
+        assert "| 2,000 | 9.00 / 6.00 |" in row and "heard, to its cost" in row and "not judged" not in row
     training = longer.assign(batches=[2000, 1000], batches_now=[2000, 1500], state=["interrupted", "interrupted"])
     (row,) = [line for line in ablation_lines(training, tmp_path) if "`heard`" in line]
     assert "| 1,500 so far |" in row

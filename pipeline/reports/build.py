@@ -749,8 +749,9 @@ def reference_lines(table: pd.DataFrame, references: dict[str, ReferencePerplexi
 
 def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
     """The read ablations of the profile (issue 78: a memory used or unused, from evidence): each beside the run it
-    ablates, the same model and seed with every read replaced by zeros, compared at the ablation's last batch by
-    :func:`~pipeline.reports.table3.ablation_standing`. Empty when the profile has none."""
+    ablates, the same model and seed with every read replaced by zeros, compared at the ablation's last batch (the
+    run's, where it stopped for good first) by :func:`~pipeline.reports.table3.ablation_standing`. Empty when the
+    profile has none."""
     ablations = runs[is_ablation(runs)]
     if ablations.empty:
         return []
@@ -759,29 +760,39 @@ def ablation_lines(runs: pd.DataFrame, root: Path) -> list[str]:
              "replaced by zeros (`probes.read_zeroed`: the controller hears nothing from its memory, and no gradient "
              "reaches the read weights), trained to the same batch. Each curve's level is the mean training perplexity "
              f"of its last {ABLATION_WINDOWS} windows up to the ablation's last batch, its noise their standard "
-             "deviation; the curves match when the levels differ by no more than the two noises together. Matching "
+             "deviation; the curves match when the levels differ by no more than the two noises together (where the "
+             "run stopped for good before the ablation's end, both are read at the run's end). Matching "
              "curves say the memory was unused: the cell needs what the LSTM rows need; an ablation below its run "
              "says the reads were heard and cost the controller: it learns faster without them. An ablation still "
              "training shows the levels at its last batch so far, judged only once it is done. The convergence "
              "figures draw each ablation in sparse dots with hollow markers.", "",
              "| task | model | run ablated | batch | perplexity: heard / zeroed | noise | the memory |",
              "|---|---|---|---|---|---|---|"]
-    in_profile = set(runs.run_id)
     for r in ablations.itertuples():
         name = f"| {TASK_TITLES.get(r.task, r.task)} | {DISPLAY_NAMES.get(r.model, r.model)} |"
-        lines.append(f"{name} `{r.ablation_of}` | {' | '.join(ablation_judgement(r, in_profile, root))} |")
+        lines.append(f"{name} `{r.ablation_of}` | {' | '.join(ablation_judgement(r, runs, root))} |")
     return [*lines, ""]
 
 
-def ablation_judgement(ablation, in_profile: set[str], root: Path) -> tuple[str, str, str, str]:
-    """One read ablation (a row of all_runs) against the run it ablates: the batch they are compared at, their levels
-    ("heard / zeroed"), the noise, and what that says of the memory (:func:`ablation_lines`' columns)."""
+def ended_for_good(run) -> bool:
+    """Whether a run (a row of all_runs) will train no further: stopped by a rule (converged, plateau, pruned) or at
+    its cap. A run done at a halving rung's budget goes on if the rung keeps it, so it has not ended."""
+    return run.state in DONE and (run.state == "pruned" or run.stop_reason in ("converged", "plateau")
+                                  or run.batches >= run.cap)
+
+
+def ablation_judgement(ablation, runs: pd.DataFrame, root: Path) -> tuple[str, str, str, str]:
+    """One read ablation (a row of all_runs) against the run it ablates (in ``runs``, all_runs): the batch they are
+    compared at, their levels ("heard / zeroed"), the noise, and what that says of the memory (:func:`ablation_lines`'
+    columns). Judged once the ablation is done, at its end, or at the run's end where the run ended for good before
+    it (:func:`ended_for_good`: the ablation, trained past it, holds the same batch in its log)."""
     # where it is compared: its end once done (a pruned one, by the code before ablations were exempt,
     # stopping.pruning_applies, is not: its sweep reopens it, rejudged_prune); while it trains, where its log stands
     done = ablation.state in DONE and ablation.state != "pruned"
     now = getattr(ablation, "batches_now", math.nan)
     step = int(ablation.batches) if done or pd.isna(now) else int(now)
-    if ablation.ablation_of not in in_profile:
+    ablated = runs[runs.run_id == ablation.ablation_of]
+    if ablated.empty:
         return f"{step:,}", "—", "—", "the run it ablates is not in the profile"
     heard = logged_values(logged_rows(root / ablation.ablation_of), TRAIN_PERPLEXITY)
     zeroed = logged_values(logged_rows(root / ablation.run_id), TRAIN_PERPLEXITY)
@@ -792,7 +803,8 @@ def ablation_judgement(ablation, in_profile: set[str], root: Path) -> tuple[str,
         return f"{step:,}", "—", "—", f"not compared yet ({ablation.state})"
     match, level_heard, level_zeroed, noise = standing
     levels = f"{level_heard:.2f} / {level_zeroed:.2f}"
-    if not done or at < step:  # the levels so far, read as the final comparison reads them; judged at the end
+    run_ended = at < step and ended_for_good(ablated.iloc[0])  # its end is where both are judged
+    if not done or (at < step and not run_ended):  # the levels so far, as the final comparison reads them
         why = ("pruned before ablations were exempt: it trains on to its cap when its sweep runs"
                if ablation.state == "pruned" else ablation.state if not done else
                f"the run it ablates is at {at:,} of the ablation's {step:,}")
@@ -801,7 +813,7 @@ def ablation_judgement(ablation, in_profile: set[str], root: Path) -> tuple[str,
     said = ("unused: the curves match" if match else
             f"used: without its reads the run stands {ratio:.2f}× as high" if ratio > 1 else
             f"heard, to its cost: without its reads the same model stands {ratio:.2f}× as high, lower")
-    return f"{step:,}", levels, f"{noise:.2f}", said
+    return f"{at:,}", levels, f"{noise:.2f}", said
 
 
 def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
@@ -819,7 +831,6 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
     names = {"train_coarse": "training coarse", "train_fine": "training fine", "test_coarse": "test coarse",
              "test_fine": "test fine"}
     ablations = runs[is_ablation(runs)]
-    in_profile = set(runs.run_id)
     lines = ["## The memory cells that disagree", "",
              "Each memory cell that disagrees at convergence, argued from its selected run (README.md has the tables "
              "these sentences are read from: how the memories were used, the content-blind references, the read "
@@ -847,7 +858,7 @@ def disagreement_lines(table: pd.DataFrame, runs: pd.DataFrame, root: Path,
         if mine.empty:
             said.append("No read ablation of it yet.")
         for a in mine.itertuples():
-            batch, levels, _, judged = ablation_judgement(a, in_profile, root)
+            batch, levels, _, judged = ablation_judgement(a, runs, root)
             said.append(f"Its read ablation: {judged}." if levels == "—" else
                         f"Its read ablation at batch {batch} (perplexity heard / zeroed {levels}): {judged}.")
         lines.append(f"- **{TASK_TITLES.get(r.task, r.task)}, {DISPLAY_NAMES.get(r.model, r.model)}** "
