@@ -640,9 +640,10 @@ def table3(runs: pd.DataFrame, sweep: SweepConfig, continuations: dict[str, dict
                 row["left_start"] = has_left_start(r)
                 seeds = reported(cell)
                 seeds = seeds[seeds.setting == r.setting]
-                _show_values(row, {m: r[m] for m in METRICS}, seeds, r.run_id)
+                values = {m: r[m] for m in METRICS}
+                _show_values(row, values, seeds, r.run_id)
                 row.update(seeds_at_selected=len(seeds),
-                           verdict=verdict({m: r[m] for m in METRICS}, {m: row[f"paper_{m}"] for m in METRICS},
+                           verdict=verdict(values, {m: row[f"paper_{m}"] for m in METRICS},
                                            r.stop_reason, bool(r.still_improving), has_left_start(r)),
                            evidence=evidence(r, cell))
                 cell_notes = notes(r, cell)

@@ -128,7 +128,6 @@ def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
     their budget is their config's)."""
     plan: dict[str, Budget] = {}
     for halving, runs in brackets(sweep):
-        survivors = settings(runs)
         for index, rung, keep, ranked, standings in walk_rungs(halving, runs, root):
             if standings is None:  # the rung is not decided yet: all train to it
                 share = later_batches(halving, index, len(ranked[0]), runs[0].training.max_batches)
@@ -139,9 +138,9 @@ def halving_plan(sweep: SweepConfig, root: Path) -> dict[str, Budget]:
                 if (root / run_id).is_dir():             # from there from now on
                     RunDir(root / run_id).record_rung(rung, standing)
             plan.update({run.run_id(): Budget(rung, True) for group in ranked[keep:] for run in group})
-            survivors = ranked[:keep]
-        else:
-            plan.update({run.run_id(): Budget(run.training.max_batches, False) for group in survivors for run in group})
+        else:  # every rung decided (a Halving has at least one): the last one's kept settings train to the cap
+            plan.update({run.run_id(): Budget(run.training.max_batches, False)
+                         for group in ranked[:keep] for run in group})
     return plan
 
 
